@@ -1,0 +1,87 @@
+// Command fleet starts a local hub and spokes (real API servers, see
+// pkg/localfleet) with sample MachinePools, prints how to reach them, and
+// stops cleanly on Ctrl-C. With -demo it also runs the controller, changes a
+// pool and shows the fleet converging.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
+
+func main() {
+	spokes := flag.Int("spokes", 3, "number of spokes")
+	nodes := flag.Int("nodes", 3, "Nodes per sample pool")
+	demo := flag.Bool("demo", false, "run the controller, change a pool, show convergence, then exit")
+	dir := flag.String("dir", "", "working folder (default: a temporary folder removed on exit)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *spokes, *nodes, *demo, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, spokes, nodes int, demo bool, dir string) error {
+	start := time.Now()
+	fmt.Printf("starting a local hub and %d spokes (real kube-apiservers over one etcd)...\n", spokes)
+	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: spokes, Dir: dir, Audit: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("stopping the fleet...")
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop:", err)
+		}
+	}()
+	for _, s := range f.Spokes() {
+		if err := addSamplePools(ctx, s, nodes); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("fleet up in %s\n\n", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("hub kubeconfig:   %s\n", f.Hub.KubeconfigPath)
+	fmt.Printf("  try: kubectl --kubeconfig %s get clusterdeployments,machinepools -A\n", f.Hub.KubeconfigPath)
+	for _, s := range f.Spokes() {
+		path := filepath.Join(f.Dir(), s.Name+".kubeconfig")
+		if err := localfleet.WriteKubeconfig(path, s.Name, s.AdminConfig); err != nil {
+			return err
+		}
+		fmt.Printf("spoke %-10s %s (admin kubeconfig %s)\n", s.Name, s.URL(), path)
+	}
+	if demo {
+		return runDemo(ctx, f)
+	}
+	fmt.Println("\nCtrl-C stops the fleet.")
+	<-ctx.Done()
+	return nil
+}
+
+// addSamplePools gives a spoke the pools an OSD cluster typically has: an
+// infra pool with its role label and taint, and a workload pool.
+func addSamplePools(ctx context.Context, s *localfleet.Spoke, nodes int) error {
+	if _, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "infra").
+		WithReplicas(nodes).
+		WithLabels(map[string]string{"node-role.kubernetes.io/infra": ""}).
+		WithTaints(localfleet.Taint("node-role.kubernetes.io/infra", "reserved", corev1.TaintEffectNoSchedule))); err != nil {
+		return err
+	}
+	_, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "workers").
+		WithReplicas(nodes).
+		WithLabels(map[string]string{"example.com/team": "payments"}).
+		WithMachineLabels(map[string]string{"example.com/cost-center": "1234"}))
+	return err
+}

@@ -1,0 +1,207 @@
+package int_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
+
+// spokeClientFromHub builds a client for a spoke the way the controller
+// must: from the ClusterDeployment's admin kubeconfig Secret on the hub.
+func spokeClientFromHub(t *testing.T, ctx context.Context, f *localfleet.Fleet, key types.NamespacedName) client.Client {
+	t.Helper()
+	cd := &hivev1.ClusterDeployment{}
+	if err := f.Hub.Client.Get(ctx, key, cd); err != nil {
+		t.Fatalf("get ClusterDeployment: %v", err)
+	}
+	sec := &corev1.Secret{}
+	ref := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Spec.ClusterMetadata.AdminKubeconfigSecretRef.Name}
+	if err := f.Hub.Client.Get(ctx, ref, sec); err != nil {
+		t.Fatalf("get kubeconfig Secret: %v", err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(sec.Data[localfleet.KubeconfigKey])
+	if err != nil {
+		t.Fatalf("parse kubeconfig: %v", err)
+	}
+	if cfg.Insecure || len(cfg.CAData) == 0 {
+		t.Fatalf("kubeconfig must verify TLS with the spoke's CA")
+	}
+	c, err := client.New(cfg, client.Options{Scheme: localfleet.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestFleetLayout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 2)
+
+	for _, s := range f.Spokes() {
+		mp, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "infra").
+			WithReplicas(3).
+			WithLabels(map[string]string{"node-role.kubernetes.io/infra": ""}).
+			WithTaints(localfleet.Taint("node-role.kubernetes.io/infra", "reserved", corev1.TaintEffectNoSchedule)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mp.Name != s.Name+"-infra" {
+			t.Errorf("MachinePool name %q, want %q", mp.Name, s.Name+"-infra")
+		}
+		cd, err := s.ClusterDeployment(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cd.Spec.Installed || cd.Spec.ClusterMetadata == nil {
+			t.Errorf("%s: ClusterDeployment not installed", s.Name)
+		}
+		if !hasCondition(cd, hivev1.UnreachableCondition, corev1.ConditionFalse) {
+			t.Errorf("%s: want Unreachable=False, got %+v", s.Name, cd.Status.Conditions)
+		}
+
+		spoke := spokeClientFromHub(t, ctx, f, s.Key())
+		nodes := &corev1.NodeList{}
+		if err := spoke.List(ctx, nodes); err != nil {
+			t.Fatalf("%s: list Nodes through the hub's credential: %v", s.Name, err)
+		}
+		if len(nodes.Items) != 3 {
+			t.Errorf("%s: %d Nodes, want 3", s.Name, len(nodes.Items))
+		}
+		machines, err := s.Machines(ctx, "infra")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range machines {
+			if m.Status.NodeRef == nil || m.Labels[localfleet.LabelMachineSet] == "" || len(m.OwnerReferences) != 1 {
+				t.Errorf("%s: Machine %s not laid out as machine-api does: %+v", s.Name, m.Name, m)
+			}
+		}
+		foreign := 0
+		for _, n := range nodes.Items {
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnschedulable || taint.Key == "ToBeDeletedByClusterAutoscaler" {
+					foreign++
+				}
+			}
+		}
+		if foreign < 3 {
+			t.Errorf("%s: want Nodes with taints that belong to others, found %d", s.Name, foreign)
+		}
+	}
+}
+
+func TestCredentialRevokeAndRotate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+
+	old := spokeClientFromHub(t, ctx, f, s.Key())
+	if err := old.List(ctx, &corev1.NodeList{}); err != nil {
+		t.Fatalf("before rotation: %v", err)
+	}
+	if err := s.RotateCredential(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() bool { return old.List(ctx, &corev1.NodeList{}) != nil })
+	fresh := spokeClientFromHub(t, ctx, f, s.Key())
+	if err := fresh.List(ctx, &corev1.NodeList{}); err != nil {
+		t.Fatalf("after rotation, the new credential fails: %v", err)
+	}
+}
+
+func TestSpokeRestartKeepsAddressAndCA(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	c := spokeClientFromHub(t, ctx, f, s.Key())
+	if err := s.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.List(ctx, &corev1.NodeList{}); err == nil {
+		t.Fatal("a stopped spoke answered")
+	}
+	if err := s.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() bool { return c.List(ctx, &corev1.NodeList{}) == nil })
+}
+
+func TestAuditLogRecordsHubCredential(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	c := spokeClientFromHub(t, ctx, f, s.Key())
+	if err := c.List(ctx, &corev1.NodeList{}); err != nil {
+		t.Fatal(err)
+	}
+	entries := readAudit(t, s.AuditLogPath)
+	found := false
+	for _, e := range entries {
+		if e.User.Username != localfleet.CredentialUser {
+			t.Errorf("audit log holds another user's request: %s", e.User.Username)
+		}
+		if e.Verb == "list" && e.ObjectRef.Resource == "nodes" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no list nodes entry in %d audit entries", len(entries))
+	}
+}
+
+type auditEvent struct {
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+		APIGroup  string `json:"apiGroup"`
+	} `json:"objectRef"`
+}
+
+func readAudit(t *testing.T, path string) []auditEvent {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	var out []auditEvent
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit line: %v", err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func hasCondition(cd *hivev1.ClusterDeployment, t hivev1.ClusterDeploymentConditionType, s corev1.ConditionStatus) bool {
+	for _, c := range cd.Status.Conditions {
+		if c.Type == t {
+			return c.Status == s
+		}
+	}
+	return false
+}

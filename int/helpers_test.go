@@ -1,0 +1,46 @@
+// Package int_test holds the integration suites: every test runs against
+// real kube-apiservers started by pkg/localfleet (build them with
+// hack/controlplane.sh; the Makefile sets KUBEBUILDER_ASSETS).
+package int_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
+
+// startFleet starts a hub and n spokes with audit logs, stopped at cleanup.
+func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
+	t.Helper()
+	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir()}
+	if os.Getenv("LOCALFLEET_LOG") != "" {
+		opts.Log = os.Stderr
+	}
+	start := time.Now()
+	f, err := localfleet.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start local fleet: %v", err)
+	}
+	t.Logf("local fleet: hub + %d spokes up in %s", n, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := f.Stop(); err != nil {
+			t.Errorf("stop fleet: %v", err)
+		}
+	})
+	return f
+}
+
+// eventually polls cond every 100ms until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,19 @@
+package int_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/zap/zapcore"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+func TestMain(m *testing.M) {
+	level := zapcore.ErrorLevel
+	if os.Getenv("TEST_VERBOSE_LOG") != "" {
+		level = zapcore.DebugLevel
+	}
+	log.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
+	os.Exit(m.Run())
+}

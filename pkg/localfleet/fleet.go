@@ -1,0 +1,339 @@
+package localfleet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/openshift/hub-node-metadata/config/crds"
+)
+
+// Options configure a Fleet.
+type Options struct {
+	// Spokes is how many spokes Start brings up (named spoke-1, spoke-2, ...).
+	Spokes int
+	// AssetsDir holds kube-apiserver and etcd; defaults to $KUBEBUILDER_ASSETS.
+	AssetsDir string
+	// Dir is the working folder (certificates, etcd data, audit logs).
+	// Defaults to a new temporary folder that Stop removes.
+	Dir string
+	// Audit makes every spoke write an audit log (JSON lines) of the requests
+	// made with the hub's credential, at Spoke.AuditLogPath.
+	Audit bool
+	// Log receives the API servers' and etcd's output; nil discards it.
+	Log io.Writer
+	// StartConcurrency bounds how many spoke API servers start at once.
+	// Defaults to 4.
+	StartConcurrency int
+}
+
+// Fleet is a hub and its spokes, each a real kube-apiserver. All of them
+// share one etcd, each under its own key prefix.
+type Fleet struct {
+	Hub *Hub
+
+	opts      Options
+	dir       string
+	removeDir bool
+	etcd      *envtest.Etcd
+
+	mu     sync.Mutex
+	spokes map[string]*Spoke
+	next   int
+}
+
+// Hub is the hub API server with Hive's CRDs installed.
+type Hub struct {
+	APIServer *envtest.APIServer
+	// Config is an administrator's config (group system:masters).
+	Config *rest.Config
+	// Client is an administrator's client.
+	Client client.Client
+	// KubeconfigPath is a kubeconfig file for Config, for kubectl.
+	KubeconfigPath string
+}
+
+// AssetsDir returns the folder with the control plane binaries, from
+// $KUBEBUILDER_ASSETS, or an error that says how to build them.
+func AssetsDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		return "", errors.New("KUBEBUILDER_ASSETS is not set: run `export KUBEBUILDER_ASSETS=$(hack/controlplane.sh)` or use the Makefile")
+	}
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			return "", fmt.Errorf("KUBEBUILDER_ASSETS=%s has no %s: run hack/controlplane.sh: %w", dir, bin, err)
+		}
+	}
+	return dir, nil
+}
+
+// Start brings up etcd, the hub and opts.Spokes spokes. On error everything
+// started so far is stopped.
+func Start(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
+	if opts.AssetsDir == "" {
+		dir, err := AssetsDir()
+		if err != nil {
+			return nil, err
+		}
+		opts.AssetsDir = dir
+	}
+	if opts.StartConcurrency <= 0 {
+		opts.StartConcurrency = 4
+	}
+	f := &Fleet{opts: opts, spokes: map[string]*Spoke{}}
+	if opts.Dir == "" {
+		dir, err := os.MkdirTemp("", "localfleet-")
+		if err != nil {
+			return nil, err
+		}
+		f.dir, f.removeDir = dir, true
+	} else {
+		f.dir = opts.Dir
+		if err := os.MkdirAll(f.dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if retErr != nil {
+			_ = f.Stop()
+		}
+	}()
+
+	f.etcd = &envtest.Etcd{
+		Path:         filepath.Join(opts.AssetsDir, "etcd"),
+		DataDir:      filepath.Join(f.dir, "etcd"),
+		Out:          opts.Log,
+		Err:          opts.Log,
+		StartTimeout: time.Minute,
+	}
+	if err := os.MkdirAll(f.etcd.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	// Keep etcd lean: one member, small snapshots, no auto-compaction churn.
+	f.etcd.Configure().Set("quota-backend-bytes", "8589934592")
+	if err := f.etcd.Start(); err != nil {
+		return nil, fmt.Errorf("start etcd: %w", err)
+	}
+
+	hub, err := f.startHub(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.Hub = hub
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.StartConcurrency)
+	for range opts.Spokes {
+		g.Go(func() error {
+			_, err := f.AddSpoke(gctx)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Dir is the fleet's working folder.
+func (f *Fleet) Dir() string { return f.dir }
+
+// Spokes returns the spokes, sorted by name.
+func (f *Fleet) Spokes() []*Spoke {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*Spoke, 0, len(f.spokes))
+	for _, s := range f.spokes {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// Spoke returns the spoke with that name, or nil.
+func (f *Fleet) Spoke(name string) *Spoke {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.spokes[name]
+}
+
+// Stop stops every API server and etcd, and removes the working folder if
+// Start created it.
+func (f *Fleet) Stop() error {
+	var errs []error
+	for _, s := range f.Spokes() {
+		if err := s.StopAPIServer(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if f.Hub != nil && f.Hub.APIServer != nil {
+		if err := f.Hub.APIServer.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop hub: %w", err))
+		}
+	}
+	if f.etcd != nil {
+		if err := f.etcd.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop etcd: %w", err))
+		}
+	}
+	if f.removeDir {
+		if err := os.RemoveAll(f.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *Fleet) newAPIServer(name string, extra map[string]string) (*envtest.APIServer, error) {
+	certDir := filepath.Join(f.dir, name)
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &envtest.APIServer{
+		Path:         filepath.Join(f.opts.AssetsDir, "kube-apiserver"),
+		CertDir:      certDir,
+		EtcdURL:      f.etcd.URL,
+		Out:          f.opts.Log,
+		Err:          f.opts.Log,
+		StartTimeout: 2 * time.Minute,
+		StopTimeout:  30 * time.Second,
+	}
+	args := s.Configure()
+	args.Set("etcd-prefix", "/"+name)
+	// Lean API servers: small default watch caches.
+	args.Set("default-watch-cache-size", "10")
+	for k, v := range extra {
+		args.Set(k, v)
+	}
+	return s, nil
+}
+
+// adminConfig provisions a system:masters user on s.
+func adminConfig(s *envtest.APIServer, name string) (*rest.Config, error) {
+	base := &rest.Config{
+		Host:            s.SecureServing.URL("https", "/").String(),
+		TLSClientConfig: rest.TLSClientConfig{CAData: s.SecureServing.CA},
+		QPS:             200,
+		Burst:           400,
+	}
+	cfg, err := s.SecureServing.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, base)
+	if err != nil {
+		return nil, fmt.Errorf("provision admin user: %w", err)
+	}
+	return cfg, nil
+}
+
+func (f *Fleet) startHub(ctx context.Context) (*Hub, error) {
+	s, err := f.newAPIServer("hub", nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		return nil, fmt.Errorf("start hub API server: %w", err)
+	}
+	cfg, err := adminConfig(s, "hub-admin")
+	if err != nil {
+		return nil, err
+	}
+	if err := installCRDs(ctx, cfg, crds.Hive); err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(f.dir, "hub.kubeconfig")
+	if err := writeKubeconfig(path, "hub", cfg); err != nil {
+		return nil, err
+	}
+	return &Hub{APIServer: s, Config: cfg, Client: c, KubeconfigPath: path}, nil
+}
+
+// installCRDs installs every YAML document in fsys and waits until each is
+// established.
+func installCRDs(ctx context.Context, cfg *rest.Config, fsys fs.FS) error {
+	var list []*apiextensionsv1.CustomResourceDefinition
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(crd); err != nil {
+			return fmt.Errorf("decode %s: %w", path, err)
+		}
+		list = append(list, crd)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
+		CRDs:               list,
+		ErrorIfPathMissing: true,
+		MaxTime:            time.Minute,
+		PollInterval:       100 * time.Millisecond,
+	})
+	if err != nil {
+		return fmt.Errorf("install CRDs: %w", err)
+	}
+	return ctx.Err()
+}
+
+// kubeconfig renders cfg as a kubeconfig with one context. Bearer tokens and
+// client certificates are both carried; the CA is always set (TLS is never
+// skipped).
+func kubeconfig(name string, cfg *rest.Config) ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{
+		Token:                 cfg.BearerToken,
+		ClientCertificateData: cfg.CertData,
+		ClientKeyData:         cfg.KeyData,
+	}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	kc.CurrentContext = name
+	return clientcmd.Write(*kc)
+}
+
+func writeKubeconfig(path, name string, cfg *rest.Config) error {
+	data, err := kubeconfig(name, cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+func ensureNamespace(ctx context.Context, c client.Client, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(ctx, ns); err != nil && !isAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// WriteKubeconfig writes cfg as a kubeconfig file (mode 0600).
+func WriteKubeconfig(path, name string, cfg *rest.Config) error { return writeKubeconfig(path, name, cfg) }
