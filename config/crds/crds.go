@@ -16,3 +16,8 @@ var Hive embed.FS
 //
 //go:embed machine/*.yaml
 var Machine embed.FS
+
+// Hub holds hub/*.yaml: this project's own CRDs, installed on the hub.
+//
+//go:embed hub/*.yaml
+var Hub embed.FS

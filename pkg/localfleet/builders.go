@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 )
 
 // Labels machine-api and Hive put on the spoke's objects.
@@ -28,7 +30,7 @@ const (
 // Scheme knows core, RBAC, authentication, Hive and machine-api types.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, hivev1.AddToScheme, machinev1beta1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, hivev1.AddToScheme, machinev1beta1.AddToScheme, v1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}

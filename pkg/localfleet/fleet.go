@@ -255,8 +255,10 @@ func (f *Fleet) startHub(ctx context.Context) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := installCRDs(ctx, cfg, crds.Hive); err != nil {
-		return nil, fmt.Errorf("hub: %w", err)
+	for _, set := range []fs.FS{crds.Hive, crds.Hub} {
+		if err := installCRDs(ctx, cfg, set); err != nil {
+			return nil, fmt.Errorf("hub: %w", err)
+		}
 	}
 	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
@@ -284,6 +286,9 @@ func installCRDs(ctx context.Context, cfg *rest.Config, fsys fs.FS) error {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(crd); err != nil {
 			return fmt.Errorf("decode %s: %w", path, err)
+		}
+		if crd.Kind != "CustomResourceDefinition" {
+			return nil // e.g. a kustomization beside the CRDs
 		}
 		list = append(list, crd)
 		return nil

@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// GroupVersion is the API's group and version.
+var GroupVersion = schema.GroupVersion{Group: "hubnodemetadata.openshift.io", Version: "v1alpha1"}
+
+var (
+	// SchemeBuilder registers the types.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// AddToScheme adds the types to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func init() { SchemeBuilder.Register(&MachinePoolSync{}, &MachinePoolSyncList{}) }
+
+// Phases of a pool's sync.
+const (
+	PhaseInSync      = "InSync"      // every targeted Machine and Node holds the pool's metadata
+	PhaseDrifted     = "Drifted"     // some objects differ (dry-run, or writes failed)
+	PhaseRefused     = "Refused"     // the pool has invalid or reserved items; nothing written
+	PhasePaused      = "Paused"      // the pool or its cluster is paused by annotation
+	PhaseUnreachable = "Unreachable" // the spoke is not connected or not eligible
+)
+
+// MachinePoolSyncStatus summarises the last sync of one MachinePool.
+type MachinePoolSyncStatus struct {
+	// Cluster is the ClusterDeployment's name.
+	Cluster string `json:"cluster,omitempty"`
+	// Pool is the MachinePool's spec.name (its name on the spoke).
+	Pool string `json:"pool,omitempty"`
+	// Phase is one of InSync, Drifted, Refused, Paused, Unreachable.
+	Phase string `json:"phase,omitempty"`
+	// ObservedGeneration is the MachinePool generation this status is for.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Total counts the targeted objects (Machines plus linked Nodes).
+	Total int `json:"total"`
+	// Synced counts the targeted objects that hold the pool's metadata.
+	Synced int `json:"synced"`
+	// Drifted counts the targeted objects that do not.
+	Drifted int `json:"drifted"`
+	// Patched counts the objects written in the last sync.
+	Patched int `json:"patched"`
+	// Skipped counts Machines whose Node could not be targeted (no nodeRef yet, Node missing or not theirs).
+	Skipped int `json:"skipped"`
+	// Overrides counts declared items that held a foreign value and were set to the pool's value.
+	Overrides int `json:"overrides,omitempty"`
+	// Reason is a stable code for the phase or the last error.
+	Reason string `json:"reason,omitempty"`
+	// Message is the last error or refusal, for people.
+	Message string `json:"message,omitempty"`
+	// LastSyncTime is when the controller last completed a sync of this pool.
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// LastChangeTime is when the controller last wrote to the pool's spoke objects.
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+}
+
+// MachinePoolSync is the controller's report on one MachinePool.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mpsync,categories=hive
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.cluster`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.status.pool`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.synced`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`
+// +kubebuilder:printcolumn:name="Drifted",type=integer,JSONPath=`.status.drifted`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type MachinePoolSync struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status MachinePoolSyncStatus `json:"status,omitempty"`
+}
+
+// MachinePoolSyncList is a list of MachinePoolSync.
+//
+// +kubebuilder:object:root=true
+type MachinePoolSyncList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MachinePoolSync `json:"items"`
+}
+
+var _ runtime.Object = &MachinePoolSync{}
