@@ -1,0 +1,181 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Outcome is how the sync of one object ended.
+type Outcome string
+
+const (
+	// OutcomeInSync: nothing to write.
+	OutcomeInSync Outcome = "InSync"
+	// OutcomePatched: a patch was accepted.
+	OutcomePatched Outcome = "Patched"
+	// OutcomeConflict: every attempt met a 409 Conflict; gave up.
+	OutcomeConflict Outcome = "Conflict"
+	// OutcomeFailed: a read or write failed; Err says why.
+	OutcomeFailed Outcome = "Failed"
+	// OutcomeSkipped: not written on purpose; Reason says why.
+	OutcomeSkipped Outcome = "Skipped"
+	// OutcomeWouldPatch: dry run; the object has drifted, nothing was sent.
+	OutcomeWouldPatch Outcome = "WouldPatch"
+)
+
+// Result kinds.
+const (
+	ResultKindMachine = "Machine"
+	ResultKindNode    = "Node"
+)
+
+// Reasons of a Skipped Result besides the NodeSkip* ones of Target.
+const (
+	// ReasonNotFound: the object was gone when written or re-read.
+	ReasonNotFound = "NotFound"
+	// ReasonMachineNotSynced: the Node was not written because its Machine's
+	// write did not succeed; nodelink would copy back from the Machine what
+	// was removed from the Node.
+	ReasonMachineNotSynced = "MachineNotSynced"
+)
+
+// DefaultMaxConflictRetries is used when Applier.MaxConflictRetries is 0.
+const DefaultMaxConflictRetries = 3
+
+// Result reports the sync of one Machine or Node.
+type Result struct {
+	Kind    string // ResultKindMachine or ResultKindNode
+	Name    string
+	Outcome Outcome
+	// Changes are those of the last plan made (the one sent, or that would
+	// be sent in a dry run).
+	Changes []Change
+	// Requests counts the write requests sent; Conflicts the 409s among them.
+	Requests  int
+	Conflicts int
+	Err       error
+	Reason    string
+}
+
+// Patcher is the one write the applier makes. A spoke handle from
+// pkg/remote is one; so is a client.Client.
+type Patcher interface {
+	Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error
+}
+
+// Applier writes plans to one spoke. A zero MaxConflictRetries means
+// DefaultMaxConflictRetries; a negative one means no retry.
+type Applier struct {
+	// Client receives the writes (Patch).
+	Client Patcher
+	// Reader serves fresh reads after a conflict; it should be uncached, so
+	// that the retry sees the object that won. Nil means Client.
+	Reader client.Reader
+	// MaxConflictRetries bounds the re-read, re-plan and retry rounds.
+	MaxConflictRetries int
+	// DryRun plans and reports but sends nothing.
+	DryRun bool
+}
+
+// SyncTarget brings t's Machine, then t's Node, in line with d. The Node is
+// not written unless the Machine ended InSync or Patched (or WouldPatch in a
+// dry run), because nodelink copies the Machine's labels and taints onto the
+// Node. t.Machine must not be nil. It never panics on API errors; each
+// failure is in its Result, and the caller goes on with the next target.
+func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result {
+	m := a.sync(ctx, ResultKindMachine, t.Machine.DeepCopy(), func(o client.Object) Plan {
+		return PlanMachine(d, o.(*machinev1beta1.Machine))
+	}, func() client.Object { return &machinev1beta1.Machine{} })
+	results := []Result{m}
+
+	node := Result{Kind: ResultKindNode, Outcome: OutcomeSkipped}
+	switch {
+	case t.Node == nil:
+		node.Reason = t.NodeSkip
+		if ref := t.Machine.Status.NodeRef; ref != nil {
+			node.Name = ref.Name
+		}
+	case m.Outcome != OutcomeInSync && m.Outcome != OutcomePatched && m.Outcome != OutcomeWouldPatch:
+		node.Name = t.Node.Name
+		node.Reason = ReasonMachineNotSynced
+		node.Err = fmt.Errorf("node %s not written: machine %s ended %s", t.Node.Name, t.Machine.Name, m.Outcome)
+	default:
+		node = a.sync(ctx, ResultKindNode, t.Node.DeepCopy(), func(o client.Object) Plan {
+			return PlanNode(d, o.(*corev1.Node))
+		}, func() client.Object { return &corev1.Node{} })
+	}
+	return append(results, node)
+}
+
+// sync plans obj and patches it, re-reading and re-planning after each
+// conflict. obj is a private copy; Patch may overwrite it.
+func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan func(client.Object) Plan, fresh func() client.Object) Result {
+	r := Result{Kind: kind, Name: obj.GetName()}
+	retries := a.MaxConflictRetries
+	if retries == 0 {
+		retries = DefaultMaxConflictRetries
+	}
+	lower := lowerKind(kind)
+	for {
+		p := plan(obj)
+		r.Changes = p.Changes
+		if p.InSync() {
+			r.Outcome = OutcomeInSync
+			return r
+		}
+		if a.DryRun {
+			r.Outcome = OutcomeWouldPatch
+			return r
+		}
+		r.Requests++
+		err := a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, p.Patch))
+		switch {
+		case err == nil:
+			r.Outcome = OutcomePatched
+			return r
+		case apierrors.IsNotFound(err):
+			r.Outcome, r.Reason, r.Err = OutcomeSkipped, ReasonNotFound, fmt.Errorf("patch %s %s: %w", lower, r.Name, err)
+			return r
+		case !apierrors.IsConflict(err):
+			r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("patch %s %s: %w", lower, r.Name, err)
+			return r
+		}
+		r.Conflicts++
+		if r.Conflicts > retries {
+			r.Outcome, r.Err = OutcomeConflict, fmt.Errorf("patch %s %s: gave up after %d conflicts: %w", lower, r.Name, r.Conflicts, err)
+			return r
+		}
+		reader := a.Reader
+		if reader == nil {
+			if r2, ok := a.Client.(client.Reader); ok {
+				reader = r2
+			} else {
+				r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("re-read %s %s: the applier has no Reader", lower, r.Name)
+				return r
+			}
+		}
+		next := fresh()
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), next); err != nil {
+			if apierrors.IsNotFound(err) {
+				r.Outcome, r.Reason, r.Err = OutcomeSkipped, ReasonNotFound, fmt.Errorf("re-read %s %s: %w", lower, r.Name, err)
+			} else {
+				r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("re-read %s %s: %w", lower, r.Name, err)
+			}
+			return r
+		}
+		obj = next
+	}
+}
+
+func lowerKind(kind string) string {
+	if kind == ResultKindMachine {
+		return "machine"
+	}
+	return "node"
+}

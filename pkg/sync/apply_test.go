@@ -1,0 +1,241 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// stubClient records Patch calls and answers from canned errors, in order,
+// per object kind; past the end it answers nil. It implements only Patch
+// (the embedded nil Client panics on anything else). Get serves fresh reads.
+type stubClient struct {
+	client.Client
+	errs  map[string][]error // "Machine" or "Node" -> answers
+	calls []string
+	fresh map[string]client.Object // kind -> object returned by Get
+	gets  int
+}
+
+func kindOf(obj client.Object) string {
+	if _, ok := obj.(*machinev1beta1.Machine); ok {
+		return ResultKindMachine
+	}
+	return ResultKindNode
+}
+
+func (s *stubClient) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.PatchOption) error {
+	k := kindOf(obj)
+	data, err := patch.Data(obj)
+	if err != nil {
+		return err
+	}
+	s.calls = append(s.calls, fmt.Sprintf("%s %s %s %s", k, obj.GetName(), patch.Type(), data))
+	if q := s.errs[k]; len(q) > 0 {
+		s.errs[k] = q[1:]
+		return q[0]
+	}
+	return nil
+}
+
+func (s *stubClient) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	s.gets++
+	f, ok := s.fresh[kindOf(obj)]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "things"}, key.Name)
+	}
+	switch o := obj.(type) {
+	case *machinev1beta1.Machine:
+		*o = *f.(*machinev1beta1.Machine).DeepCopy()
+	case *corev1.Node:
+		*o = *f.(*corev1.Node).DeepCopy()
+	}
+	return nil
+}
+
+var (
+	errBoom     = errors.New("boom")
+	conflictErr = apierrors.NewConflict(schema.GroupResource{Group: "machine.openshift.io", Resource: "machines"}, "m", errors.New("changed"))
+	notFoundErr = apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, "n")
+)
+
+func TestApplierSyncTarget(t *testing.T) {
+	d := Desired{Labels: map[string]string{"a": "1"}}
+	drifted := func() Target {
+		m := newMachine("m", func(m *machinev1beta1.Machine) {
+			m.Status.NodeRef = &corev1.ObjectReference{Name: "n"}
+		})
+		return Target{Pool: "p", Machine: m, Node: newNode("n")}
+	}
+	synced := func() Target {
+		tg := drifted()
+		tg.Machine.Spec.ObjectMeta.Labels = map[string]string{"a": "1"}
+		tg.Machine.Annotations = map[string]string{AnnotationOwnedLabels: "a"}
+		tg.Node.Labels = map[string]string{"a": "1"}
+		tg.Node.Annotations = map[string]string{AnnotationOwnedLabels: "a"}
+		return tg
+	}
+	machineAdd := []Change{{Kind: KindNodeLabel, Op: OpAdd, Key: "a", To: "1"}}
+	nodeAdd := machineAdd
+	machinePatch := func(rv string) string {
+		return `Machine m application/merge-patch+json {"metadata":{"annotations":{"hub-node-metadata.openshift.io/owned-labels":"a"},"resourceVersion":"` + rv + `"},"spec":{"metadata":{"labels":{"a":"1"}}}}`
+	}
+	const nodePatch = `Node n application/merge-patch+json {"metadata":{"annotations":{"hub-node-metadata.openshift.io/owned-labels":"a"},"labels":{"a":"1"},"resourceVersion":"7"}}`
+
+	tests := map[string]struct {
+		applier   Applier
+		target    Target
+		errs      map[string][]error
+		fresh     map[string]client.Object
+		want      []Result
+		wantCalls []string
+	}{
+		"dry run plans and sends nothing": {
+			applier: Applier{DryRun: true},
+			target:  drifted(),
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomeWouldPatch, Changes: machineAdd},
+				{Kind: "Node", Name: "n", Outcome: OutcomeWouldPatch, Changes: nodeAdd},
+			},
+		},
+		"in sync sends nothing": {
+			target: synced(),
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomeInSync},
+				{Kind: "Node", Name: "n", Outcome: OutcomeInSync},
+			},
+		},
+		"machine then node, one patch each": {
+			target: drifted(),
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomePatched, Changes: machineAdd, Requests: 1},
+				{Kind: "Node", Name: "n", Outcome: OutcomePatched, Changes: nodeAdd, Requests: 1},
+			},
+			wantCalls: []string{machinePatch("9"), nodePatch},
+		},
+		"machine failed: node not written": {
+			target: drifted(),
+			errs:   map[string][]error{"Machine": {errBoom}},
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomeFailed, Changes: machineAdd, Requests: 1, Err: fmt.Errorf("patch machine m: %w", errBoom)},
+				{Kind: "Node", Name: "n", Outcome: OutcomeSkipped, Reason: ReasonMachineNotSynced, Err: errors.New("node n not written: machine m ended Failed")},
+			},
+			wantCalls: []string{machinePatch("9")},
+		},
+		"machine gone: skipped, node not written": {
+			target: drifted(),
+			errs:   map[string][]error{"Machine": {notFoundErr}},
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomeSkipped, Reason: ReasonNotFound, Changes: machineAdd, Requests: 1, Err: fmt.Errorf("patch machine m: %w", notFoundErr)},
+				{Kind: "Node", Name: "n", Outcome: OutcomeSkipped, Reason: ReasonMachineNotSynced, Err: errors.New("node n not written: machine m ended Skipped")},
+			},
+			wantCalls: []string{machinePatch("9")},
+		},
+		"conflict: re-read, re-plan with the fresh resourceVersion, retry": {
+			target: drifted(),
+			errs:   map[string][]error{"Machine": {conflictErr}},
+			fresh:  map[string]client.Object{"Machine": func() client.Object { m := drifted().Machine; m.ResourceVersion = "10"; return m }()},
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomePatched, Changes: machineAdd, Requests: 2, Conflicts: 1},
+				{Kind: "Node", Name: "n", Outcome: OutcomePatched, Changes: nodeAdd, Requests: 1},
+			},
+			wantCalls: []string{machinePatch("9"), machinePatch("10"), nodePatch},
+		},
+		"conflict, then the fresh object is in sync": {
+			target: drifted(),
+			errs:   map[string][]error{"Machine": {conflictErr}},
+			fresh:  map[string]client.Object{"Machine": synced().Machine},
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomeInSync, Requests: 1, Conflicts: 1},
+				{Kind: "Node", Name: "n", Outcome: OutcomePatched, Changes: nodeAdd, Requests: 1},
+			},
+			wantCalls: []string{machinePatch("9"), nodePatch},
+		},
+		"conflicts until giving up: node not written": {
+			applier: Applier{MaxConflictRetries: 2},
+			target:  drifted(),
+			errs:    map[string][]error{"Machine": {conflictErr, conflictErr, conflictErr}},
+			fresh:   map[string]client.Object{"Machine": drifted().Machine},
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomeConflict, Changes: machineAdd, Requests: 3, Conflicts: 3,
+					Err: fmt.Errorf("patch machine m: gave up after 3 conflicts: %w", conflictErr)},
+				{Kind: "Node", Name: "n", Outcome: OutcomeSkipped, Reason: ReasonMachineNotSynced, Err: errors.New("node n not written: machine m ended Conflict")},
+			},
+			wantCalls: []string{machinePatch("9"), machinePatch("9"), machinePatch("9")},
+		},
+		"conflict and the object is gone on re-read": {
+			target: drifted(),
+			errs:   map[string][]error{"Machine": {conflictErr}},
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomeSkipped, Reason: ReasonNotFound, Changes: machineAdd, Requests: 1, Conflicts: 1,
+					Err: fmt.Errorf("re-read machine m: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "things"}, "m"))},
+				{Kind: "Node", Name: "n", Outcome: OutcomeSkipped, Reason: ReasonMachineNotSynced, Err: errors.New("node n not written: machine m ended Skipped")},
+			},
+			wantCalls: []string{machinePatch("9")},
+		},
+		"node failure is reported, wrapped": {
+			target: drifted(),
+			errs:   map[string][]error{"Node": {errBoom}},
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomePatched, Changes: machineAdd, Requests: 1},
+				{Kind: "Node", Name: "n", Outcome: OutcomeFailed, Changes: nodeAdd, Requests: 1, Err: fmt.Errorf("patch node n: %w", errBoom)},
+			},
+			wantCalls: []string{machinePatch("9"), nodePatch},
+		},
+		"node skipped by the mapping": {
+			target: func() Target { tg := drifted(); tg.Node, tg.NodeSkip = nil, NodeSkipOtherMachine; return tg }(),
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomePatched, Changes: machineAdd, Requests: 1},
+				{Kind: "Node", Name: "n", Outcome: OutcomeSkipped, Reason: NodeSkipOtherMachine},
+			},
+			wantCalls: []string{machinePatch("9")},
+		},
+	}
+	errText := cmp.Comparer(func(a, b error) bool { return fmt.Sprint(a) == fmt.Sprint(b) })
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			stub := &stubClient{errs: tc.errs, fresh: tc.fresh}
+			a := tc.applier
+			a.Client, a.Reader = stub, stub
+			before := tc.target.Machine.DeepCopy()
+			got := a.SyncTarget(context.Background(), d, tc.target)
+			if diff := cmp.Diff(tc.want, got, errText); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantCalls, stub.calls); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.target.Machine); diff != "" {
+				t.Errorf("SyncTarget modified the target's Machine:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApplierErrorsUnwrap(t *testing.T) {
+	stub := &stubClient{errs: map[string][]error{"Node": {errBoom}}}
+	a := Applier{Client: stub, Reader: stub}
+	tg := Target{Machine: newMachine("m"), Node: newNode("n")}
+	res := a.SyncTarget(context.Background(), Desired{Labels: map[string]string{"a": "1"}}, tg)
+	if !errors.Is(res[1].Err, errBoom) {
+		t.Errorf("node error %v does not wrap the API error", res[1].Err)
+	}
+}
+
+func TestApplierNilReaderFallsBackToClient(t *testing.T) {
+	m := newMachine("m")
+	stub := &stubClient{errs: map[string][]error{"Machine": {conflictErr}}, fresh: map[string]client.Object{"Machine": m}}
+	a := Applier{Client: stub}
+	res := a.SyncTarget(context.Background(), Desired{Labels: map[string]string{"a": "1"}}, Target{Machine: m, NodeSkip: NodeSkipNoNodeRef})
+	if res[0].Outcome != OutcomePatched || stub.gets != 1 {
+		t.Errorf("outcome %s after %d gets, want Patched after 1", res[0].Outcome, stub.gets)
+	}
+}

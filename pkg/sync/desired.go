@@ -1,0 +1,221 @@
+package sync
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+)
+
+// Size limits of one MachinePool's declared metadata. A pool over a limit is
+// refused with code TooMany; the limits keep the owned-* annotations and the
+// patches small.
+const (
+	MaxLabels        = 100
+	MaxMachineLabels = 100
+	MaxTaints        = 50
+)
+
+// Problem codes: short, stable strings, fit for a metric label.
+const (
+	CodeInvalidKey    = "InvalidKey"
+	CodeInvalidValue  = "InvalidValue"
+	CodeInvalidEffect = "InvalidEffect"
+	CodeReservedKey   = "ReservedKey"
+	CodeTooMany       = "TooMany"
+)
+
+// Desired is the validated metadata one MachinePool declares for its Machines
+// and Nodes.
+type Desired struct {
+	// Labels go on Nodes (and in Machine spec.metadata.labels).
+	Labels map[string]string
+	// MachineLabels go on the Machine objects' metadata.labels.
+	MachineLabels map[string]string
+	// Taints go on Nodes and Machines; one entry per key+effect, first value
+	// of the pool wins, pool order kept. Only Key, Value and Effect are set.
+	Taints []corev1.Taint
+}
+
+// Problem is one invalid item of a MachinePool spec.
+type Problem struct {
+	// Field names the item, e.g. spec.labels["a"] or spec.taints[2].effect.
+	Field string
+	// Value is the offending value (a key, a value or an effect).
+	Value string
+	// Code is one of the Code* constants.
+	Code string
+	// Reason says what is wrong, for a human.
+	Reason string
+}
+
+func (p Problem) String() string { return p.Field + ": " + p.Reason }
+
+// ValidationError lists every problem found in a MachinePool spec. The
+// user must change the pool; retrying cannot fix it.
+type ValidationError struct {
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("invalid MachinePool spec (%d problems): %s", len(e.Problems), strings.Join(parts, "; "))
+}
+
+// reservedDomains are key prefixes a pool may not set, for labels, machine
+// labels and taints alike. A domain covers its subdomains too. Exceptions are
+// in reservedException.
+var reservedDomains = []struct {
+	domain, reason string
+}{
+	{"kubernetes.io", "the kubernetes.io domain belongs to Kubernetes"},
+	{"k8s.io", "the k8s.io domain belongs to Kubernetes"},
+	{"machine.openshift.io", "the machine.openshift.io domain belongs to the machine API"},
+	{"machineconfiguration.openshift.io", "the machineconfiguration.openshift.io domain belongs to the Machine Config Operator"},
+	{"hive.openshift.io", "the hive.openshift.io domain belongs to Hive"},
+	{"hub-node-metadata.openshift.io", "the hub-node-metadata.openshift.io domain holds this controller's bookkeeping"},
+}
+
+// reservedTaintKeys are unprefixed taint keys a pool may not set.
+var reservedTaintKeys = map[string]string{
+	"ToBeDeletedByClusterAutoscaler":       "the cluster autoscaler owns this taint",
+	"DeletionCandidateOfClusterAutoscaler": "the cluster autoscaler owns this taint",
+}
+
+// nodeRoleDomain is the one kubernetes.io subdomain pools may use, for roles
+// other than the control plane's (infra pools use node-role.kubernetes.io/infra).
+const nodeRoleDomain = "node-role.kubernetes.io"
+
+var reservedNodeRoles = map[string]bool{"master": true, "control-plane": true}
+
+// reservedKey reports whether key is reserved and why. taint selects the
+// taint-only entries too.
+func reservedKey(key string, taint bool) (bool, string) {
+	if taint {
+		if why, ok := reservedTaintKeys[key]; ok {
+			return true, why
+		}
+	}
+	prefix, name, found := strings.Cut(key, "/")
+	if !found {
+		return false, ""
+	}
+	if prefix == nodeRoleDomain {
+		if reservedNodeRoles[name] {
+			return true, "the " + name + " node role belongs to the control plane"
+		}
+		return false, ""
+	}
+	for _, r := range reservedDomains {
+		if prefix == r.domain || strings.HasSuffix(prefix, "."+r.domain) {
+			return true, r.reason
+		}
+	}
+	return false, ""
+}
+
+var validEffects = map[corev1.TaintEffect]bool{
+	corev1.TaintEffectNoSchedule:       true,
+	corev1.TaintEffectPreferNoSchedule: true,
+	corev1.TaintEffectNoExecute:        true,
+}
+
+// DesiredFromPool validates a MachinePool spec and returns what it declares.
+// Warnings name items that were accepted with a correction (duplicate
+// taints). Any invalid item makes the whole pool invalid: the error is a
+// *ValidationError listing every problem, and Desired is empty.
+func DesiredFromPool(spec hivev1.MachinePoolSpec) (Desired, []string, error) {
+	var problems []Problem
+	add := func(field, value, code, reason string) {
+		problems = append(problems, Problem{Field: field, Value: value, Code: code, Reason: reason})
+	}
+
+	checkLabels := func(path string, labels map[string]string, max int) {
+		if len(labels) > max {
+			add(path, fmt.Sprint(len(labels)), CodeTooMany, fmt.Sprintf("too many: %d, at most %d", len(labels), max))
+		}
+		for _, k := range sortedKeys(labels) {
+			field := fmt.Sprintf("%s[%q]", path, k)
+			if errs := content.IsLabelKey(k); len(errs) > 0 {
+				add(field, k, CodeInvalidKey, "invalid key: "+strings.Join(errs, ", "))
+			} else if r, why := reservedKey(k, false); r {
+				add(field, k, CodeReservedKey, "reserved key: "+why)
+			}
+			if errs := content.IsLabelValue(labels[k]); len(errs) > 0 {
+				add(field, labels[k], CodeInvalidValue, fmt.Sprintf("invalid value %q: %s", labels[k], strings.Join(errs, ", ")))
+			}
+		}
+	}
+	checkLabels("spec.labels", spec.Labels, MaxLabels)
+	checkLabels("spec.machineLabels", spec.MachineLabels, MaxMachineLabels)
+
+	if len(spec.Taints) > MaxTaints {
+		add("spec.taints", fmt.Sprint(len(spec.Taints)), CodeTooMany, fmt.Sprintf("too many: %d, at most %d", len(spec.Taints), MaxTaints))
+	}
+	var warnings []string
+	var taints []corev1.Taint
+	first := map[string]int{} // key:Effect -> index in spec.taints
+	for i, t := range spec.Taints {
+		path := fmt.Sprintf("spec.taints[%d]", i)
+		switch errs := content.IsLabelKey(t.Key); {
+		case t.Key == "":
+			add(path+".key", "", CodeInvalidKey, "invalid key: required")
+		case len(errs) > 0:
+			add(path+".key", t.Key, CodeInvalidKey, "invalid key: "+strings.Join(errs, ", "))
+		default:
+			if r, why := reservedKey(t.Key, true); r {
+				add(path+".key", t.Key, CodeReservedKey, "reserved key: "+why)
+			}
+		}
+		if errs := content.IsLabelValue(t.Value); len(errs) > 0 {
+			add(path+".value", t.Value, CodeInvalidValue, fmt.Sprintf("invalid value %q: %s", t.Value, strings.Join(errs, ", ")))
+		}
+		if !validEffects[t.Effect] {
+			add(path+".effect", string(t.Effect), CodeInvalidEffect,
+				fmt.Sprintf("invalid effect %q: must be NoSchedule, PreferNoSchedule or NoExecute", t.Effect))
+		}
+		id := taintID(t)
+		if j, dup := first[id]; dup {
+			warnings = append(warnings, fmt.Sprintf("%s: duplicate of spec.taints[%d] (%s); the first value %q wins over %q",
+				path, j, id, spec.Taints[j].Value, t.Value))
+			continue
+		}
+		first[id] = i
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+	}
+
+	if len(problems) > 0 {
+		return Desired{}, warnings, &ValidationError{Problems: problems}
+	}
+	return Desired{
+		Labels:        copyMap(spec.Labels),
+		MachineLabels: copyMap(spec.MachineLabels),
+		Taints:        taints,
+	}, warnings, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,134 @@
+package sync
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// mergePatch applies an RFC 7386 JSON merge patch to doc.
+func mergePatch(doc, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	d, ok := doc.(map[string]any)
+	if !ok {
+		d = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(d, k)
+			continue
+		}
+		d[k] = mergePatch(d[k], v)
+	}
+	return d
+}
+
+// applyPatch returns a copy of obj with the merge patch applied, through JSON
+// as the API server would do it.
+func applyPatch[T any](t testing.TB, obj *T, patch []byte) *T {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc, p any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(patch, &p); err != nil {
+		t.Fatalf("patch is not JSON: %v: %s", err, patch)
+	}
+	out, err := json.Marshal(mergePatch(doc, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var result T
+	if err := json.Unmarshal(out, &result); err != nil {
+		t.Fatal(err)
+	}
+	return &result
+}
+
+var t0 = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Local())
+
+func taint(key, value string, effect corev1.TaintEffect) corev1.Taint {
+	return corev1.Taint{Key: key, Value: value, Effect: effect}
+}
+
+func timedTaint(key, value string, effect corev1.TaintEffect) corev1.Taint {
+	t := taint(key, value, effect)
+	t.TimeAdded = &t0
+	return t
+}
+
+const (
+	noSchedule = corev1.TaintEffectNoSchedule
+	preferNo   = corev1.TaintEffectPreferNoSchedule
+	noExecute  = corev1.TaintEffectNoExecute
+)
+
+type nodeOpt func(*corev1.Node)
+
+func newNode(name string, opts ...nodeOpt) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "7"}}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+func nodeLabels(kv ...string) nodeOpt {
+	return func(n *corev1.Node) { n.Labels = pairs(kv...) }
+}
+
+func nodeAnnotations(kv ...string) nodeOpt {
+	return func(n *corev1.Node) { n.Annotations = pairs(kv...) }
+}
+
+func nodeTaints(ts ...corev1.Taint) nodeOpt {
+	return func(n *corev1.Node) { n.Spec.Taints = ts }
+}
+
+type machineOpt func(*machinev1beta1.Machine)
+
+func newMachine(name string, opts ...machineOpt) *machinev1beta1.Machine {
+	m := &machinev1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: MachineAPINamespace, ResourceVersion: "9"}}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+func machineLabels(kv ...string) machineOpt {
+	return func(m *machinev1beta1.Machine) { m.Labels = pairs(kv...) }
+}
+
+func machineNodeLabels(kv ...string) machineOpt {
+	return func(m *machinev1beta1.Machine) { m.Spec.ObjectMeta.Labels = pairs(kv...) }
+}
+
+func machineAnnotations(kv ...string) machineOpt {
+	return func(m *machinev1beta1.Machine) { m.Annotations = pairs(kv...) }
+}
+
+func machineTaints(ts ...corev1.Taint) machineOpt {
+	return func(m *machinev1beta1.Machine) { m.Spec.Taints = ts }
+}
+
+func pairs(kv ...string) map[string]string {
+	if len(kv)%2 != 0 {
+		panic("odd key/value list")
+	}
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}

@@ -1,0 +1,321 @@
+package sync
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+)
+
+// Kind says which metadata a Change is about.
+type Kind string
+
+const (
+	// KindMachineLabel is a label in a Machine's own metadata.labels.
+	KindMachineLabel Kind = "MachineLabel"
+	// KindNodeLabel is a label on a Node, or in a Machine's
+	// spec.metadata.labels (which nodelink copies onto the Node).
+	KindNodeLabel Kind = "NodeLabel"
+	// KindTaint is a taint in a Node's or a Machine's spec.taints.
+	KindTaint Kind = "Taint"
+)
+
+// Op says what a Change does.
+type Op string
+
+const (
+	// OpAdd sets a declared item that was absent.
+	OpAdd Op = "Add"
+	// OpUpdate changes the value of a declared item this controller owns.
+	OpUpdate Op = "Update"
+	// OpOverride replaces a foreign value of a declared key: the pool wins,
+	// and the change is reported so that someone can notice the fight.
+	OpOverride Op = "Override"
+	// OpAdopt records a declared item that already has the wanted value.
+	OpAdopt Op = "Adopt"
+	// OpRemove deletes an owned item the pool no longer declares.
+	OpRemove Op = "Remove"
+	// OpDedupe deletes an extra copy of a declared taint (same key+effect).
+	OpDedupe Op = "Dedupe"
+)
+
+// Change is one decision of a Plan.
+type Change struct {
+	Kind Kind
+	Op   Op
+	// Key is a label key, or key:Effect for a taint.
+	Key string
+	// From is the observed value ("" for Add), To the value after the
+	// patch ("" for Remove and Dedupe).
+	From, To string
+}
+
+// Plan is what it takes to bring one Machine or Node in line with a pool.
+type Plan struct {
+	// Changes lists the decisions, for logs, events and metrics. Changes are
+	// never empty when Patch is set, except when only the bookkeeping
+	// annotations need rewriting (say, a malformed or stale entry).
+	Changes []Change
+	// Patch is a JSON merge patch (RFC 7386) guarded by the observed
+	// resourceVersion, or nil when the object is in sync.
+	Patch []byte
+}
+
+// InSync reports whether the object needs no write.
+func (p Plan) InSync() bool { return p.Patch == nil }
+
+// PlanNode plans the labels and taints of one Node. It reads n and never
+// modifies it; n must not be nil.
+func PlanNode(d Desired, n *corev1.Node) Plan {
+	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]))
+	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]))
+
+	annotations := map[string]any{}
+	recordOwned(annotations, n.Annotations, AnnotationOwnedLabels, labels.record)
+	recordOwned(annotations, n.Annotations, AnnotationOwnedTaints, taints.record)
+
+	metadata := map[string]any{}
+	putIfAny(metadata, "labels", labels.patch)
+	putIfAny(metadata, "annotations", annotations)
+	spec := map[string]any{}
+	if taints.changed {
+		spec["taints"] = taintsPatch(taints.list)
+	}
+	return buildPlan(n.ResourceVersion, metadata, spec, labels.changes, taints.changes)
+}
+
+// PlanMachine plans one Machine: d.Labels in spec.metadata.labels, d.Taints
+// in spec.taints and d.MachineLabels in metadata.labels. It reads m and never
+// modifies it; m must not be nil.
+func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
+	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]))
+	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]))
+	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]))
+
+	annotations := map[string]any{}
+	recordOwned(annotations, m.Annotations, AnnotationOwnedMachineLabels, machineLabels.record)
+	recordOwned(annotations, m.Annotations, AnnotationOwnedLabels, nodeLabels.record)
+	recordOwned(annotations, m.Annotations, AnnotationOwnedTaints, taints.record)
+
+	metadata := map[string]any{}
+	putIfAny(metadata, "labels", machineLabels.patch)
+	putIfAny(metadata, "annotations", annotations)
+	spec := map[string]any{}
+	if len(nodeLabels.patch) > 0 {
+		spec["metadata"] = map[string]any{"labels": nodeLabels.patch}
+	}
+	if taints.changed {
+		spec["taints"] = taintsPatch(taints.list)
+	}
+	return buildPlan(m.ResourceVersion, metadata, spec, machineLabels.changes, nodeLabels.changes, taints.changes)
+}
+
+type labelPlan struct {
+	changes []Change
+	patch   map[string]any // key -> new value, or nil to delete
+	record  []string       // owned keys after the patch, sorted
+}
+
+func planLabels(kind Kind, observed, declared map[string]string, owned map[string]bool) labelPlan {
+	p := labelPlan{patch: map[string]any{}, record: sortedKeys(declared)}
+	for _, k := range p.record {
+		want := declared[k]
+		have, present := observed[k]
+		var op Op
+		switch {
+		case !present:
+			op = OpAdd
+		case have == want && owned[k]:
+			continue
+		case have == want:
+			op = OpAdopt
+		case owned[k]:
+			op = OpUpdate
+		default:
+			op = OpOverride
+		}
+		p.changes = append(p.changes, Change{Kind: kind, Op: op, Key: k, From: have, To: want})
+		if op != OpAdopt {
+			p.patch[k] = want
+		}
+	}
+	for _, k := range sortedSet(owned) {
+		if _, isDeclared := declared[k]; isDeclared {
+			continue
+		}
+		if have, present := observed[k]; present {
+			p.changes = append(p.changes, Change{Kind: kind, Op: OpRemove, Key: k, From: have})
+			p.patch[k] = nil
+		}
+	}
+	return p
+}
+
+type taintPlan struct {
+	changes []Change
+	list    []corev1.Taint // the whole new list
+	changed bool           // list differs from the observed one
+	record  []string       // owned key:Effect after the patch, sorted
+}
+
+func planTaints(observed, declared []corev1.Taint, owned map[string]bool) taintPlan {
+	var p taintPlan
+	// Dedupe what is declared (first value wins); DesiredFromPool already
+	// does, this keeps hand-built Desired values safe too.
+	want := map[string]corev1.Taint{}
+	var order []string
+	for _, t := range declared {
+		id := taintID(t)
+		if _, dup := want[id]; !dup {
+			want[id] = corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
+			order = append(order, id)
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range observed {
+		id := taintID(t)
+		w, isDeclared := want[id]
+		switch {
+		case isDeclared && seen[id]:
+			p.changes = append(p.changes, Change{Kind: KindTaint, Op: OpDedupe, Key: id, From: t.Value})
+			p.changed = true
+			continue
+		case isDeclared:
+			seen[id] = true
+			var op Op
+			switch {
+			case t.Value == w.Value && owned[id]:
+			case t.Value == w.Value:
+				op = OpAdopt
+			case owned[id]:
+				op = OpUpdate
+			default:
+				op = OpOverride
+			}
+			if op != "" {
+				p.changes = append(p.changes, Change{Kind: KindTaint, Op: op, Key: id, From: t.Value, To: w.Value})
+			}
+			if t.Value != w.Value {
+				t.Value = w.Value // t is a copy; other fields (TimeAdded) stay
+				p.changed = true
+			}
+		case owned[id]:
+			p.changes = append(p.changes, Change{Kind: KindTaint, Op: OpRemove, Key: id, From: t.Value})
+			p.changed = true
+			continue
+		}
+		p.list = append(p.list, t)
+	}
+	for _, id := range order {
+		if !seen[id] {
+			w := want[id]
+			p.changes = append(p.changes, Change{Kind: KindTaint, Op: OpAdd, Key: id, To: w.Value})
+			p.list = append(p.list, w)
+			p.changed = true
+		}
+	}
+	p.record = append([]string(nil), order...)
+	sort.Strings(p.record)
+	return p
+}
+
+func taintID(t corev1.Taint) string { return t.Key + taintEffectSeparator + string(t.Effect) }
+
+// parseOwnedLabels reads an owned-labels annotation. Entries that are not
+// valid label keys, or that are reserved keys, are ignored: they are never
+// treated as owned, so a damaged annotation cannot make us delete them.
+func parseOwnedLabels(s string) map[string]bool {
+	owned := map[string]bool{}
+	for _, e := range strings.Split(s, ownedSeparator) {
+		e = strings.TrimSpace(e)
+		if e == "" || len(content.IsLabelKey(e)) > 0 {
+			continue
+		}
+		if r, _ := reservedKey(e, false); r {
+			continue
+		}
+		owned[e] = true
+	}
+	return owned
+}
+
+// parseOwnedTaints reads an owned-taints annotation of key:Effect entries,
+// with the same tolerance as parseOwnedLabels.
+func parseOwnedTaints(s string) map[string]bool {
+	owned := map[string]bool{}
+	for _, e := range strings.Split(s, ownedSeparator) {
+		e = strings.TrimSpace(e)
+		i := strings.LastIndex(e, taintEffectSeparator)
+		if i <= 0 {
+			continue
+		}
+		key, effect := e[:i], corev1.TaintEffect(e[i+1:])
+		if !validEffects[effect] || len(content.IsLabelKey(key)) > 0 {
+			continue
+		}
+		if r, _ := reservedKey(key, true); r {
+			continue
+		}
+		owned[e] = true
+	}
+	return owned
+}
+
+// recordOwned puts into patch the owned-* annotation key holding record, if
+// it differs from what is observed; an empty record removes the annotation.
+func recordOwned(patch map[string]any, observed map[string]string, key string, record []string) {
+	have, present := observed[key]
+	want := strings.Join(record, ownedSeparator)
+	switch {
+	case want == "" && present:
+		patch[key] = nil
+	case want != "" && (!present || have != want):
+		patch[key] = want
+	}
+}
+
+func taintsPatch(list []corev1.Taint) any {
+	if len(list) == 0 {
+		return nil // deletes spec.taints
+	}
+	return list
+}
+
+func putIfAny(m map[string]any, key string, v map[string]any) {
+	if len(v) > 0 {
+		m[key] = v
+	}
+}
+
+func buildPlan(resourceVersion string, metadata, spec map[string]any, changes ...[]Change) Plan {
+	var p Plan
+	for _, c := range changes {
+		p.Changes = append(p.Changes, c...)
+	}
+	if len(metadata) == 0 && len(spec) == 0 {
+		return p
+	}
+	metadata["resourceVersion"] = resourceVersion
+	patch := map[string]any{"metadata": metadata}
+	if len(spec) > 0 {
+		patch["spec"] = spec
+	}
+	b, err := json.Marshal(patch) // maps of strings and Taints: cannot fail
+	if err != nil {
+		panic("sync: marshal merge patch: " + err.Error())
+	}
+	p.Patch = b
+	return p
+}
+
+func sortedSet(s map[string]bool) []string {
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
