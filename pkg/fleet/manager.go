@@ -1,0 +1,66 @@
+package fleet
+
+import (
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// ManagerConfig is the process-level configuration of the hub manager.
+type ManagerConfig struct {
+	MetricsAddr, ProbeAddr string
+	LeaderElection         bool
+	LeaderElectionNS       string
+	LeaseDuration          time.Duration
+	RenewDeadline          time.Duration
+	RetryPeriod            time.Duration
+}
+
+// NewManager builds the hub manager with the controller's cache and client
+// restrictions and leader election per shard, and sets the fleet controller
+// up in it. It is the one setup path: cmd/hub-controller and the int suites
+// both call it.
+func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manager, *Reconciler, error) {
+	opts = opts.WithDefaults()
+	mo := ctrl.Options{
+		Scheme:                        Scheme(),
+		Cache:                         CacheOptions(),
+		Client:                        ClientOptions(),
+		Metrics:                       metricsserver.Options{BindAddress: mc.MetricsAddr},
+		HealthProbeBindAddress:        mc.ProbeAddr,
+		LeaderElection:                mc.LeaderElection,
+		LeaderElectionID:              opts.LeaderElectionID(),
+		LeaderElectionNamespace:       mc.LeaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if mc.LeaseDuration > 0 {
+		mo.LeaseDuration = &mc.LeaseDuration
+	}
+	if mc.RenewDeadline > 0 {
+		mo.RenewDeadline = &mc.RenewDeadline
+	}
+	if mc.RetryPeriod > 0 {
+		mo.RetryPeriod = &mc.RetryPeriod
+	}
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		return nil, nil, err
+	}
+	if mc.ProbeAddr != "" && mc.ProbeAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, nil, err
+		}
+	}
+	r, err := Setup(mgr, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mgr, r, nil
+}

@@ -1,0 +1,160 @@
+package fleet
+
+import (
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names, all prefixed hub_node_metadata_. Cluster labels are
+// "namespace/name" of the ClusterDeployment; there is no per-Node series.
+// A cluster's and a pool's series are deleted when it goes.
+const metricPrefix = "hub_node_metadata_"
+
+// Cluster states for hub_node_metadata_clusters.
+const (
+	StateInSync      = "in_sync"
+	StateDrifting    = "drifting"
+	StateUnreachable = "unreachable"
+	StateIneligible  = "ineligible"
+	StatePaused      = "paused"
+	StateRefused     = "refused"
+)
+
+var allStates = []string{StateInSync, StateDrifting, StateUnreachable, StateIneligible, StatePaused, StateRefused}
+
+// Metrics are the fleet controller's metrics.
+type Metrics struct {
+	Clusters     *prometheus.GaugeVec     // clusters{state}
+	ClusterState *prometheus.GaugeVec     // cluster_state{cluster,state} = 1 for the current state
+	LastSync     *prometheus.GaugeVec     // cluster_last_sync_timestamp_seconds{cluster}
+	Drifted      *prometheus.GaugeVec     // drifted_objects{cluster,pool,kind}
+	PoolRefused  *prometheus.GaugeVec     // pool_refused{cluster,pool,reason} = 1 while refused
+	SyncDuration *prometheus.HistogramVec // sync_duration_seconds{result}
+	Patches      *prometheus.CounterVec   // patches_total{kind,result}
+	Conflicts    *prometheus.CounterVec   // conflicts_total{kind}
+	Overrides    *prometheus.CounterVec   // overrides_total{kind}
+	Refusals     *prometheus.CounterVec   // refusals_total{reason}
+	Contested    *prometheus.GaugeVec     // contested_objects{cluster,pool}
+
+	mu     sync.Mutex
+	states map[string]string // cluster -> state
+}
+
+// NewMetrics registers the fleet metrics with reg (controller-runtime's
+// registry in production).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Clusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "clusters",
+			Help: "Clusters handled by this replica, by state: in_sync, drifting, unreachable, ineligible, paused, refused."}, []string{"state"}),
+		ClusterState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "cluster_state",
+			Help: "1 for the cluster's current state."}, []string{"cluster", "state"}),
+		LastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "cluster_last_sync_timestamp_seconds",
+			Help: "Unix time of the cluster's last complete sync."}, []string{"cluster"}),
+		Drifted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "drifted_objects",
+			Help: "Objects of a pool that do not hold its labels and taints after the last sync, by kind (Machine, Node)."}, []string{"cluster", "pool", "kind"}),
+		PoolRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "pool_refused",
+			Help: "1 while a pool is refused (invalid or reserved items); nothing is written for it."}, []string{"cluster", "pool", "reason"}),
+		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricPrefix + "sync_duration_seconds",
+			Help:    "Time to sync one cluster (read, plan, write), by result.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}}, []string{"result"}),
+		Patches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "patches_total",
+			Help: "Objects synced, by kind and result (Patched, Conflict, Failed, WouldPatch, Skipped)."}, []string{"kind", "result"}),
+		Conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "conflicts_total",
+			Help: "409 Conflicts met while patching, by kind."}, []string{"kind"}),
+		Overrides: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "overrides_total",
+			Help: "Declared items that held someone else's value and were set to the pool's value, by kind."}, []string{"kind"}),
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "refusals_total",
+			Help: "Pool syncs refused, by reason code."}, []string{"reason"}),
+		Contested: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "contested_objects",
+			Help: "Objects of a pool another writer keeps changing back; the controller stopped writing them for a while."}, []string{"cluster", "pool"}),
+		states: map[string]string{},
+	}
+	m.Clusters = register(reg, m.Clusters)
+	m.ClusterState = register(reg, m.ClusterState)
+	m.LastSync = register(reg, m.LastSync)
+	m.Drifted = register(reg, m.Drifted)
+	m.PoolRefused = register(reg, m.PoolRefused)
+	m.SyncDuration = register(reg, m.SyncDuration)
+	m.Patches = register(reg, m.Patches)
+	m.Conflicts = register(reg, m.Conflicts)
+	m.Overrides = register(reg, m.Overrides)
+	m.Refusals = register(reg, m.Refusals)
+	m.Contested = register(reg, m.Contested)
+	for _, s := range allStates {
+		m.Clusters.WithLabelValues(s).Set(0)
+	}
+	return m
+}
+
+// SetState records a cluster's state.
+func (m *Metrics) SetState(cluster, state string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.states[cluster]; ok {
+		if old == state {
+			return
+		}
+		m.Clusters.WithLabelValues(old).Dec()
+		m.ClusterState.DeleteLabelValues(cluster, old)
+	}
+	m.states[cluster] = state
+	m.Clusters.WithLabelValues(state).Inc()
+	m.ClusterState.WithLabelValues(cluster, state).Set(1)
+}
+
+// ForgetCluster deletes every series of a cluster.
+func (m *Metrics) ForgetCluster(cluster string) {
+	m.mu.Lock()
+	if old, ok := m.states[cluster]; ok {
+		m.Clusters.WithLabelValues(old).Dec()
+		delete(m.states, cluster)
+	}
+	m.mu.Unlock()
+	l := prometheus.Labels{"cluster": cluster}
+	m.ClusterState.DeletePartialMatch(l)
+	m.LastSync.DeletePartialMatch(l)
+	m.Drifted.DeletePartialMatch(l)
+	m.PoolRefused.DeletePartialMatch(l)
+	m.Contested.DeletePartialMatch(l)
+}
+
+// ForgetPool deletes a pool's series.
+func (m *Metrics) ForgetPool(cluster, pool string) {
+	l := prometheus.Labels{"cluster": cluster, "pool": pool}
+	m.Drifted.DeletePartialMatch(l)
+	m.PoolRefused.DeletePartialMatch(l)
+	m.Contested.DeletePartialMatch(l)
+}
+
+// State returns a cluster's last recorded state.
+func (m *Metrics) State(cluster string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.states[cluster]
+}
+
+// register registers c, or returns the collector already registered under
+// the same descriptor (several managers in one process, as in tests, share
+// one registry).
+func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(T); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}
+
+func clusterKey(namespace, name string) string { return namespace + "/" + name }
+
+func splitKey(key string) (string, string) {
+	ns, name, _ := strings.Cut(key, "/")
+	return ns, name
+}

@@ -1,0 +1,427 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	gosync "sync"
+	"time"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	"github.com/openshift/hub-node-metadata/pkg/remote"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+// Annotations people set on the hub.
+const (
+	// AnnotationPaused, set to "true" on a MachinePool or a
+	// ClusterDeployment, makes the controller leave that pool (or every pool
+	// of that cluster) alone: it reads nothing from the spoke and writes
+	// nothing. Its MachinePoolSync shows Phase Paused.
+	AnnotationPaused = "hub-node-metadata.openshift.io/paused"
+)
+
+// Event reasons on MachinePools and ClusterDeployments.
+const (
+	EventApplied      = "Applied"
+	EventOverrode     = "AppliedOverride"
+	EventWouldApply   = "DriftDetected"
+	EventRefused      = "Refused"
+	EventSyncFailed   = "SyncFailed"
+	EventContested    = "Contested"
+	EventDisconnected = "SpokeUnavailable"
+	EventConnected    = "SpokeConnected"
+	eventAction       = "Sync"
+)
+
+// Field index: MachinePools by their ClusterDeployment's name.
+const indexPoolByCluster = "spec.clusterDeploymentRef.name"
+
+// Reconciler syncs every MachinePool of one cluster per request. The request
+// is the ClusterDeployment's key.
+type Reconciler struct {
+	Hub      client.Client
+	Spokes   *remote.Cache
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+	Opts     Options
+
+	contested *contestTracker
+	mu        gosync.Mutex
+	lastPools map[string]map[string]bool // cluster -> pool names with series
+	lastConn  map[string]remote.Reason   // cluster -> last connection reason seen
+}
+
+func (r *Reconciler) init() {
+	if r.contested == nil {
+		r.contested = newContestTracker(r.Opts.ContestedThreshold, r.Opts.ContestedWindow)
+	}
+	if r.lastPools == nil {
+		r.lastPools = map[string]map[string]bool{}
+		r.lastConn = map[string]remote.Reason{}
+	}
+}
+
+// Reconcile reads the hub and the spoke, plans, then writes.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.init()
+	start := time.Now()
+	key := req.NamespacedName
+	ck := key.String()
+	logger := log.FromContext(ctx).WithValues("cluster", ck)
+	ctx = log.IntoContext(ctx, logger)
+
+	cd := &hivev1.ClusterDeployment{}
+	if err := r.Hub.Get(ctx, key, cd); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetCluster(key)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get ClusterDeployment: %w", err)
+	}
+	if !cd.DeletionTimestamp.IsZero() {
+		r.forgetCluster(key)
+		return reconcile.Result{}, nil
+	}
+	pools, err := r.listPools(ctx, cd)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+
+	res, state, syncErr := r.syncCluster(ctx, cd, pools)
+	r.report(ctx, cd, pools, res, state)
+	result := "ok"
+	if syncErr != nil {
+		result = "error"
+	}
+	r.Metrics.SyncDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	if syncErr != nil {
+		return reconcile.Result{}, syncErr
+	}
+	if state == StateUnreachable || state == StateIneligible || state == StatePaused {
+		// A connect event (pkg/remote) or a hub change brings us back.
+		return reconcile.Result{RequeueAfter: r.jitter(r.Opts.ResyncPeriod)}, nil
+	}
+	return reconcile.Result{RequeueAfter: r.jitter(r.Opts.ResyncPeriod)}, nil
+}
+
+// syncCluster returns one PoolResult per pool, the cluster's state, and an
+// error when the sync should be retried with backoff.
+func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool) ([]PoolResult, string, error) {
+	ck := clusterKey(cd.Namespace, cd.Name)
+	key := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Name}
+	out := make([]PoolResult, len(pools))
+	for i := range pools {
+		out[i] = PoolResult{Cluster: ck, Pool: pools[i].Name, PoolName: pools[i].Spec.Name, Generation: pools[i].Generation, DryRun: r.Opts.DryRun}
+	}
+	setAll := func(phase, reason, msg string) {
+		for i := range out {
+			if out[i].Phase == "" {
+				out[i].Phase, out[i].Reason, out[i].Message = phase, reason, msg
+			}
+		}
+	}
+
+	if cd.Annotations[AnnotationPaused] == "true" {
+		setAll(v1alpha1.PhasePaused, "ClusterPaused", "the ClusterDeployment has "+AnnotationPaused+"=true")
+		return out, StatePaused, nil
+	}
+	if ok, reason, msg := remote.Eligible(cd); !ok {
+		r.Spokes.Ensure(ctx, cd) // disconnects an ineligible cluster
+		setAll(v1alpha1.PhaseUnreachable, string(reason), msg)
+		return out, StateIneligible, nil
+	}
+	st := r.Spokes.Ensure(ctx, cd)
+	r.noteConnection(cd, st)
+
+	// Validate every pool before anything is read from or written to the spoke.
+	desired := make([]*nmsync.Desired, len(pools))
+	anyValid, anyRefused := false, false
+	for i := range pools {
+		mp := &pools[i]
+		if mp.Annotations[AnnotationPaused] == "true" {
+			out[i].Phase, out[i].Reason, out[i].Message = v1alpha1.PhasePaused, "PoolPaused", "the MachinePool has "+AnnotationPaused+"=true"
+			continue
+		}
+		if !mp.DeletionTimestamp.IsZero() {
+			out[i].Phase, out[i].Reason, out[i].Message = v1alpha1.PhasePaused, "PoolDeleting", "the MachinePool is being deleted"
+			continue
+		}
+		d, warnings, err := nmsync.DesiredFromPool(mp.Spec)
+		out[i].Warnings = warnings
+		if err != nil {
+			out[i].Phase, out[i].Reason, out[i].Message = v1alpha1.PhaseRefused, RefusalReason(err), err.Error()
+			anyRefused = true
+			continue
+		}
+		desired[i] = &d
+		anyValid = true
+	}
+	if !anyValid {
+		if anyRefused {
+			return out, StateRefused, nil
+		}
+		return out, StateInSync, nil
+	}
+
+	spoke, err := r.Spokes.GetSpoke(key)
+	if err != nil {
+		setAll(v1alpha1.PhaseUnreachable, string(st.Reason), st.Message)
+		return out, StateUnreachable, nil
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, r.Opts.SyncTimeout)
+	defer cancel()
+	machineSets := &machinev1beta1.MachineSetList{}
+	machines := &machinev1beta1.MachineList{}
+	nodes := &corev1.NodeList{}
+	if err := readSpoke(ctx, spoke, machineSets, machines, nodes); err != nil {
+		setAll(v1alpha1.PhaseUnreachable, "ReadFailed", err.Error())
+		return out, StateUnreachable, fmt.Errorf("read spoke: %w", err)
+	}
+
+	applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.Opts.WritesPerCluster)
+	results := make([][][]nmsync.Result, len(pools))
+	for i := range pools {
+		if desired[i] == nil {
+			continue
+		}
+		targets := nmsync.Targets(pools[i].Spec.Name, machineSets.Items, machines.Items, nodes.Items)
+		results[i] = make([][]nmsync.Result, len(targets))
+		for j, t := range targets {
+			if r.contested.isHeld(ck, t) {
+				results[i][j] = []nmsync.Result{{Kind: nmsync.ResultKindMachine, Name: t.Machine.Name, Outcome: nmsync.OutcomeSkipped, Reason: "Contested"}}
+				continue
+			}
+			d := *desired[i]
+			g.Go(func() error {
+				results[i][j] = applier.SyncTarget(gctx, d, t)
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+
+	state := StateInSync
+	for i := range pools {
+		if desired[i] == nil {
+			continue
+		}
+		for _, rs := range results[i] {
+			out[i].Results = append(out[i].Results, rs...)
+			for _, res := range rs {
+				if r.contested.record(ck, pools[i].Name, res) {
+					r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventContested, eventAction,
+						"%s %s: another writer keeps undoing this pool's metadata; not writing it for %s", res.Kind, res.Name, r.Opts.ContestedWindow)
+				}
+			}
+		}
+		if c := Count(out[i].Results); c.Drifted > 0 {
+			state = StateDrifting
+		}
+	}
+	if state == StateInSync && anyRefused {
+		state = StateRefused
+	}
+	return out, state, nil
+}
+
+func readSpoke(ctx context.Context, spoke client.Reader, ms *machinev1beta1.MachineSetList, m *machinev1beta1.MachineList, n *corev1.NodeList) error {
+	if err := spoke.List(ctx, ms, client.InNamespace(nmsync.MachineAPINamespace)); err != nil {
+		return fmt.Errorf("list MachineSets: %w", err)
+	}
+	if err := spoke.List(ctx, m, client.InNamespace(nmsync.MachineAPINamespace)); err != nil {
+		return fmt.Errorf("list Machines: %w", err)
+	}
+	if err := spoke.List(ctx, n); err != nil {
+		return fmt.Errorf("list Nodes: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) listPools(ctx context.Context, cd *hivev1.ClusterDeployment) ([]hivev1.MachinePool, error) {
+	list := &hivev1.MachinePoolList{}
+	if err := r.Hub.List(ctx, list, client.InNamespace(cd.Namespace), client.MatchingFields{indexPoolByCluster: cd.Name}); err != nil {
+		return nil, fmt.Errorf("list MachinePools: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items, nil
+}
+
+// noteConnection emits an Event on the ClusterDeployment when the spoke's
+// connection reason changes to an error or back to connected.
+func (r *Reconciler) noteConnection(cd *hivev1.ClusterDeployment, st remote.Status) {
+	ck := clusterKey(cd.Namespace, cd.Name)
+	r.mu.Lock()
+	prev, seen := r.lastConn[ck]
+	r.lastConn[ck] = st.Reason
+	r.mu.Unlock()
+	if seen && prev == st.Reason {
+		return
+	}
+	switch {
+	case st.Connected && seen:
+		r.Recorder.Eventf(cd, nil, corev1.EventTypeNormal, EventConnected, "Connect", "connected to the spoke")
+	case !st.Connected && st.Reason != remote.ReasonConnecting && st.Reason != "":
+		r.Recorder.Eventf(cd, nil, corev1.EventTypeWarning, EventDisconnected, "Connect", "%s: %s", st.Reason, st.Message)
+	}
+}
+
+// report writes the MachinePoolSync statuses, Events and metrics of a sync.
+func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, res []PoolResult, state string) {
+	logger := log.FromContext(ctx)
+	ck := clusterKey(cd.Namespace, cd.Name)
+	now := metav1.Now()
+	r.Metrics.SetState(ck, state)
+	if state == StateInSync || state == StateDrifting || state == StateRefused {
+		r.Metrics.LastSync.WithLabelValues(ck).Set(float64(now.Unix()))
+	}
+
+	seen := map[string]bool{}
+	for i := range pools {
+		mp, pr := &pools[i], res[i]
+		seen[mp.Name] = true
+		for _, w := range pr.Warnings {
+			logger.Info("pool warning", "pool", mp.Name, "warning", w)
+		}
+		c := Count(pr.Results)
+		for k, n := range c.PatchesByResult {
+			if k[1] != string(nmsync.OutcomeInSync) {
+				r.Metrics.Patches.WithLabelValues(k[0], k[1]).Add(float64(n))
+			}
+		}
+		for _, rr := range pr.Results {
+			if rr.Conflicts > 0 {
+				r.Metrics.Conflicts.WithLabelValues(rr.Kind).Add(float64(rr.Conflicts))
+			}
+			for _, ch := range rr.Changes {
+				if ch.Op == nmsync.OpOverride && rr.Outcome == nmsync.OutcomePatched {
+					r.Metrics.Overrides.WithLabelValues(rr.Kind).Inc()
+				}
+			}
+		}
+		for _, kind := range []string{nmsync.ResultKindMachine, nmsync.ResultKindNode} {
+			r.Metrics.Drifted.WithLabelValues(ck, mp.Name, kind).Set(float64(c.DriftedByKind[kind]))
+		}
+		r.Metrics.PoolRefused.DeletePartialMatch(map[string]string{"cluster": ck, "pool": mp.Name})
+		if pr.Phase == v1alpha1.PhaseRefused {
+			r.Metrics.PoolRefused.WithLabelValues(ck, mp.Name, pr.Reason).Set(1)
+			r.Metrics.Refusals.WithLabelValues(pr.Reason).Inc()
+			logger.Error(errors.New(pr.Message), "pool refused: nothing written", "pool", mp.Name, "reason", pr.Reason)
+			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventRefused, eventAction, "nothing written: %s", pr.Message)
+		}
+		r.contested.setGauge(r.Metrics, ck, mp.Name)
+
+		if summary := ChangeSummary(pr.Results); summary != "" {
+			switch {
+			case r.Opts.DryRun:
+				r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, EventWouldApply, eventAction, "dry run, would patch %s", summary)
+			case c.Overrides > 0:
+				r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventOverrode, eventAction, "patched %s", summary)
+			default:
+				r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, EventApplied, eventAction, "patched %s", summary)
+			}
+			logger.Info("pool synced", "pool", mp.Name, "patched", c.Patched, "drifted", c.Drifted, "requests", c.Requests, "conflicts", c.Conflicts, "dryRun", r.Opts.DryRun)
+		}
+		if c.Failed > 0 {
+			msg := firstError(pr.Results)
+			logger.Error(errors.New(msg), "pool sync incomplete", "pool", mp.Name, "failed", c.Failed)
+			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventSyncFailed, eventAction, "%d objects not synced: %s", c.Failed, msg)
+		}
+
+		st := Status(pr)
+		if err := r.writeStatus(ctx, mp, st, c.Patched > 0, now); err != nil {
+			logger.Error(err, "write MachinePoolSync", "pool", mp.Name)
+		}
+	}
+
+	r.mu.Lock()
+	prev := r.lastPools[ck]
+	r.lastPools[ck] = seen
+	r.mu.Unlock()
+	for p := range prev {
+		if !seen[p] {
+			r.Metrics.ForgetPool(ck, p)
+		}
+	}
+}
+
+// writeStatus creates or updates the pool's MachinePoolSync, only when what
+// it says changed or its last sync time is older than half a resync period.
+func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time) error {
+	cur := &v1alpha1.MachinePoolSync{}
+	err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur)
+	if apierrors.IsNotFound(err) {
+		cur = &v1alpha1.MachinePoolSync{ObjectMeta: metav1.ObjectMeta{
+			Namespace: mp.Namespace, Name: mp.Name,
+			Labels: map[string]string{"hive.openshift.io/cluster-deployment-name": mp.Spec.ClusterDeploymentRef.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: hivev1.SchemeGroupVersion.String(), Kind: "MachinePool", Name: mp.Name, UID: mp.UID,
+			}},
+		}}
+		if err := r.Hub.Create(ctx, cur); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+	} else if err != nil {
+		return err
+	}
+	st.LastSyncTime = cur.Status.LastSyncTime
+	st.LastChangeTime = cur.Status.LastChangeTime
+	if changed {
+		st.LastChangeTime = &now
+	}
+	if st.Phase == v1alpha1.PhaseInSync || st.Phase == v1alpha1.PhaseDrifted || st.Phase == v1alpha1.PhaseRefused {
+		st.LastSyncTime = &now
+	}
+	old := cur.Status
+	same := old.Phase == st.Phase && old.Reason == st.Reason && old.Message == st.Message && old.Total == st.Total &&
+		old.Synced == st.Synced && old.Drifted == st.Drifted && old.Skipped == st.Skipped && old.Cluster == st.Cluster &&
+		old.Pool == st.Pool && old.ObservedGeneration == st.ObservedGeneration && !changed
+	fresh := old.LastSyncTime != nil && now.Sub(old.LastSyncTime.Time) < r.Opts.ResyncPeriod/2
+	if same && (fresh || st.LastSyncTime == old.LastSyncTime) {
+		return nil
+	}
+	if same {
+		st.Patched = old.Patched
+	}
+	cur.Status = st
+	if err := r.Hub.Status().Update(ctx, cur); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) forgetCluster(key types.NamespacedName) {
+	ck := key.String()
+	r.Spokes.Forget(key)
+	r.Metrics.ForgetCluster(ck)
+	r.contested.forget(ck)
+	r.mu.Lock()
+	delete(r.lastPools, ck)
+	delete(r.lastConn, ck)
+	r.mu.Unlock()
+}
+
+// jitter spreads resyncs over ±10% of d.
+func (r *Reconciler) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}

@@ -1,0 +1,321 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	gosync "sync"
+	"time"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	"github.com/openshift/hub-node-metadata/pkg/remote"
+)
+
+// Options tune the fleet controller. Zero values take the defaults.
+type Options struct {
+	// MaxConcurrentClusters bounds the clusters synced at once (default 20).
+	MaxConcurrentClusters int
+	// WritesPerCluster bounds one cluster's writes in flight (default 8).
+	WritesPerCluster int
+	// DryRun observes and reports drift and writes nothing to spokes.
+	DryRun bool
+	// ResyncPeriod is the safety-net resync of every cluster, jittered ±10%
+	// (default 10m). Changes are reacted to by watches, not by this.
+	ResyncPeriod time.Duration
+	// SyncTimeout bounds one cluster's sync (default 2m).
+	SyncTimeout time.Duration
+	// ShardCount and ShardIndex split clusters across replicas: this replica
+	// handles the clusters whose hash of namespace/name modulo ShardCount is
+	// ShardIndex. Each shard elects its own leader (see LeaderElectionID).
+	ShardCount, ShardIndex int
+	// ContestedThreshold patches of one object within ContestedWindow mark it
+	// contested: it is held for a window and reported (defaults 5 and 10m;
+	// a negative threshold disables it).
+	ContestedThreshold int
+	ContestedWindow    time.Duration
+	// Remote configures the spoke connections.
+	Remote remote.Options
+}
+
+// WithDefaults fills zero fields.
+func (o Options) WithDefaults() Options {
+	if o.MaxConcurrentClusters <= 0 {
+		o.MaxConcurrentClusters = 20
+	}
+	if o.WritesPerCluster <= 0 {
+		o.WritesPerCluster = 8
+	}
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = 10 * time.Minute
+	}
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = 2 * time.Minute
+	}
+	if o.ShardCount <= 0 {
+		o.ShardCount = 1
+	}
+	if o.ContestedThreshold == 0 {
+		o.ContestedThreshold = 5
+	}
+	if o.ContestedWindow <= 0 {
+		o.ContestedWindow = 10 * time.Minute
+	}
+	return o
+}
+
+// LeaderElectionID is the Lease name for a shard: exactly one replica per
+// shard writes to that shard's clusters.
+func (o Options) LeaderElectionID() string {
+	o = o.WithDefaults()
+	if o.ShardCount == 1 {
+		return "hub-node-metadata"
+	}
+	return fmt.Sprintf("hub-node-metadata-shard-%d-of-%d", o.ShardIndex, o.ShardCount)
+}
+
+// Shard returns the shard of a cluster among count shards (FNV-1a of
+// "namespace/name").
+func Shard(namespace, name string, count int) int {
+	if count <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(namespace + "/" + name))
+	return int(h.Sum32() % uint32(count))
+}
+
+// Scheme returns the scheme the hub manager needs.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, hivev1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// SpokeScheme knows the kinds read from spokes: Nodes, Machines, MachineSets.
+func SpokeScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, machinev1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// CacheOptions restrict the hub cache to what the controller reads, trimmed:
+// ClusterDeployments (only the fields eligibility and connection need),
+// MachinePools (no status) and MachinePoolSyncs. Secrets are never cached:
+// the client reads the one Secret a ClusterDeployment names, uncached.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&hivev1.ClusterDeployment{}: {Transform: TrimClusterDeployment},
+			&hivev1.MachinePool{}:       {Transform: trimMachinePool},
+		},
+		ReaderFailOnMissingInformer: false,
+	}
+}
+
+// ClientOptions keep Secrets out of the cache.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
+}
+
+// keptConditions are the ClusterDeployment conditions the controller reads.
+var keptConditions = map[hivev1.ClusterDeploymentConditionType]bool{
+	hivev1.UnreachableCondition:          true,
+	hivev1.ActiveAPIURLOverrideCondition: true,
+	hivev1.ClusterHibernatingCondition:   true,
+	hivev1.ClusterReadyCondition:         true,
+}
+
+// TrimClusterDeployment keeps what eligibility and connecting need, and
+// drops condition timestamps so that Hive's probe-time updates do not look
+// like changes.
+func TrimClusterDeployment(obj any) (any, error) {
+	cd, ok := obj.(*hivev1.ClusterDeployment)
+	if !ok {
+		return obj, nil
+	}
+	out := &hivev1.ClusterDeployment{TypeMeta: cd.TypeMeta, ObjectMeta: cd.ObjectMeta}
+	out.ManagedFields = nil
+	out.Spec.ClusterName = cd.Spec.ClusterName
+	out.Spec.Installed = cd.Spec.Installed
+	out.Spec.ClusterMetadata = cd.Spec.ClusterMetadata
+	out.Spec.ControlPlaneConfig = cd.Spec.ControlPlaneConfig
+	out.Spec.PowerState = cd.Spec.PowerState
+	out.Status.PowerState = cd.Status.PowerState
+	for _, c := range cd.Status.Conditions {
+		if keptConditions[c.Type] {
+			c.LastProbeTime = metav1Zero
+			c.LastTransitionTime = metav1Zero
+			out.Status.Conditions = append(out.Status.Conditions, c)
+		}
+	}
+	return out, nil
+}
+
+func trimMachinePool(obj any) (any, error) {
+	if mp, ok := obj.(*hivev1.MachinePool); ok {
+		mp.ManagedFields = nil
+		mp.Status = hivev1.MachinePoolStatus{}
+	}
+	return obj, nil
+}
+
+// Setup wires the fleet controller into mgr: the spoke connection cache
+// (which runs only on the leader), the MachinePool index, and the controller
+// with its watches on ClusterDeployments, MachinePools and spoke events.
+// cmd/hub-controller and the int suites call it alike.
+func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
+	opts = opts.WithDefaults()
+	if opts.Remote.Scheme == nil {
+		opts.Remote.Scheme = SpokeScheme()
+	}
+	if opts.Remote.Metrics == nil {
+		remoteMetricsOnce.Do(func() { remoteMetrics = remote.NewMetrics(metrics.Registry) })
+		opts.Remote.Metrics = remoteMetrics
+	}
+	if opts.Remote.Logger.GetSink() == nil {
+		opts.Remote.Logger = mgr.GetLogger().WithName("remote")
+	}
+	spokes := remote.NewCache(mgr.GetAPIReader(), opts.Remote)
+	if err := mgr.Add(spokes); err != nil {
+		return nil, err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hivev1.MachinePool{}, indexPoolByCluster, func(o client.Object) []string {
+		return []string{o.(*hivev1.MachinePool).Spec.ClusterDeploymentRef.Name}
+	}); err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		Hub:      mgr.GetClient(),
+		Spokes:   spokes,
+		Recorder: mgr.GetEventRecorder("hub-node-metadata"),
+		Metrics:  NewMetrics(metrics.Registry),
+		Opts:     opts,
+	}
+	r.init()
+
+	inShard := func(namespace, name string) bool { return Shard(namespace, name, opts.ShardCount) == opts.ShardIndex }
+	cdShard := predicate.NewPredicateFuncs(func(o client.Object) bool { return inShard(o.GetNamespace(), o.GetName()) })
+	poolShard := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		mp, ok := o.(*hivev1.MachinePool)
+		return ok && inShard(mp.Namespace, mp.Spec.ClusterDeploymentRef.Name)
+	})
+	poolToCluster := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		mp := o.(*hivev1.MachinePool)
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: mp.Namespace, Name: mp.Spec.ClusterDeploymentRef.Name}}}
+	})
+
+	events := make(chan event.GenericEvent, 1024)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		sub := spokes.Subscribe()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case key := <-sub:
+				cd := &hivev1.ClusterDeployment{}
+				cd.Namespace, cd.Name = key.Namespace, key.Name
+				select {
+				case events <- event.GenericEvent{Object: cd}:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+	})); err != nil {
+		return nil, err
+	}
+
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("fleet").
+		For(&hivev1.ClusterDeployment{}, builder.WithPredicates(cdShard, clusterDeploymentChanged())).
+		Watches(&hivev1.MachinePool{}, poolToCluster, builder.WithPredicates(poolShard, poolChanged())).
+		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentClusters}).
+		Complete(r)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// clusterDeploymentChanged passes creates, deletes and updates that change
+// what the controller reads (the cached object is trimmed, so any
+// difference of the trimmed objects is one).
+func clusterDeploymentChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*hivev1.ClusterDeployment), e.ObjectNew.(*hivev1.ClusterDeployment)
+		if o == nil || n == nil {
+			return true
+		}
+		if o.Generation != n.Generation || !equalStrings(o.Annotations, n.Annotations) || !n.DeletionTimestamp.Equal(o.DeletionTimestamp) {
+			return true
+		}
+		if o.Status.PowerState != n.Status.PowerState || len(o.Status.Conditions) != len(n.Status.Conditions) {
+			return true
+		}
+		for i := range n.Status.Conditions {
+			if o.Status.Conditions[i].Type != n.Status.Conditions[i].Type || o.Status.Conditions[i].Status != n.Status.Conditions[i].Status {
+				return true
+			}
+		}
+		return false
+	}}
+}
+
+// poolChanged passes spec and annotation changes of MachinePools.
+func poolChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			!equalStrings(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) ||
+			!e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp())
+	}}
+}
+
+func equalStrings(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+var metav1Zero = metav1.Time{}
+
+// The remote metrics live in controller-runtime's process-wide registry;
+// several managers in one process (tests) share them.
+var (
+	remoteMetricsOnce gosync.Once
+	remoteMetrics     *remote.Metrics
+)

@@ -1,0 +1,207 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+// PoolResult is everything one sync learned about one pool.
+type PoolResult struct {
+	// Cluster is the ClusterDeployment's namespace/name; Pool the MachinePool's
+	// name and PoolName its spec.name.
+	Cluster, Pool, PoolName string
+	Generation              int64
+	// Phase is set for pools that were not synced (refused, paused,
+	// unreachable); empty when Results hold a sync.
+	Phase, Reason, Message string
+	Warnings               []string
+	Results                []nmsync.Result
+	DryRun                 bool
+}
+
+// Counts are the per-pool figures of a sync.
+type Counts struct {
+	Total, Synced, Drifted, Patched, Skipped, Failed, Conflicts, Overrides, Requests int
+	// DriftedByKind counts drifted objects by "Machine" and "Node".
+	DriftedByKind map[string]int
+	// PatchesByResult counts results by kind and outcome.
+	PatchesByResult map[[2]string]int
+}
+
+// Count tallies a pool's results. An object is Synced when it needed
+// nothing or was patched; Drifted when it still differs (dry run, conflict,
+// failure); Skipped results (Nodes without a link, or held back because their
+// Machine failed) are neither synced nor counted in Total, except a Node held
+// back by its Machine's failure, which counts as drifted.
+func Count(results []nmsync.Result) Counts {
+	c := Counts{DriftedByKind: map[string]int{}, PatchesByResult: map[[2]string]int{}}
+	for _, r := range results {
+		c.Requests += r.Requests
+		c.Conflicts += r.Conflicts
+		c.PatchesByResult[[2]string{r.Kind, string(r.Outcome)}]++
+		for _, ch := range r.Changes {
+			if ch.Op == nmsync.OpOverride {
+				c.Overrides++
+			}
+		}
+		switch r.Outcome {
+		case nmsync.OutcomeInSync:
+			c.Total++
+			c.Synced++
+		case nmsync.OutcomePatched:
+			c.Total++
+			c.Synced++
+			c.Patched++
+		case nmsync.OutcomeWouldPatch:
+			c.Total++
+			c.Drifted++
+			c.DriftedByKind[r.Kind]++
+		case nmsync.OutcomeConflict, nmsync.OutcomeFailed:
+			c.Total++
+			c.Drifted++
+			c.Failed++
+			c.DriftedByKind[r.Kind]++
+		case nmsync.OutcomeSkipped:
+			if r.Reason == nmsync.ReasonMachineNotSynced {
+				c.Total++
+				c.Drifted++
+				c.DriftedByKind[r.Kind]++
+			} else if r.Name != "" || r.Reason != "" {
+				c.Skipped++
+			}
+		}
+	}
+	return c
+}
+
+// Status computes the MachinePoolSync status of a pool from its result.
+// Times are set by the caller.
+func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
+	st := v1alpha1.MachinePoolSyncStatus{
+		Cluster:            clusterName(pr.Cluster),
+		Pool:               pr.PoolName,
+		ObservedGeneration: pr.Generation,
+		Phase:              pr.Phase,
+		Reason:             pr.Reason,
+		Message:            truncate(pr.Message, 1024),
+	}
+	if pr.Phase != "" {
+		return st
+	}
+	c := Count(pr.Results)
+	st.Total, st.Synced, st.Drifted, st.Patched, st.Skipped, st.Overrides = c.Total, c.Synced, c.Drifted, c.Patched, c.Skipped, c.Overrides
+	switch {
+	case c.Drifted == 0:
+		st.Phase = v1alpha1.PhaseInSync
+	default:
+		st.Phase = v1alpha1.PhaseDrifted
+		if pr.DryRun && c.Failed == 0 {
+			st.Reason = "DryRun"
+		} else {
+			st.Reason = "WriteFailed"
+			st.Message = truncate(firstError(pr.Results), 1024)
+		}
+	}
+	return st
+}
+
+// ChangeSummary describes the writes of one sync for an Event: how many
+// objects of each kind were patched, and the distinct changes made.
+func ChangeSummary(results []nmsync.Result) string {
+	patched := map[string]int{}
+	changes := map[string]bool{}
+	for _, r := range results {
+		if r.Outcome != nmsync.OutcomePatched && r.Outcome != nmsync.OutcomeWouldPatch {
+			continue
+		}
+		patched[r.Kind]++
+		for _, ch := range r.Changes {
+			changes[describeChange(ch)] = true
+		}
+	}
+	if len(patched) == 0 {
+		return ""
+	}
+	var kinds []string
+	for _, k := range []string{nmsync.ResultKindMachine, nmsync.ResultKindNode} {
+		if n := patched[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d %s%s", n, k, plural(n)))
+		}
+	}
+	list := make([]string, 0, len(changes))
+	for c := range changes {
+		list = append(list, c)
+	}
+	sort.Strings(list)
+	if len(list) > 12 {
+		list = append(list[:12], fmt.Sprintf("and %d more", len(list)-12))
+	}
+	return strings.Join(kinds, ", ") + ": " + strings.Join(list, "; ")
+}
+
+func describeChange(ch nmsync.Change) string {
+	kind := map[nmsync.Kind]string{nmsync.KindMachineLabel: "machine label", nmsync.KindNodeLabel: "label", nmsync.KindTaint: "taint"}[ch.Kind]
+	switch ch.Op {
+	case nmsync.OpAdd:
+		return fmt.Sprintf("add %s %s=%s", kind, ch.Key, ch.To)
+	case nmsync.OpUpdate:
+		return fmt.Sprintf("update %s %s %q->%q", kind, ch.Key, ch.From, ch.To)
+	case nmsync.OpOverride:
+		return fmt.Sprintf("override %s %s %q->%q (set by someone else)", kind, ch.Key, ch.From, ch.To)
+	case nmsync.OpRemove:
+		return fmt.Sprintf("remove %s %s", kind, ch.Key)
+	case nmsync.OpAdopt:
+		return fmt.Sprintf("adopt %s %s", kind, ch.Key)
+	default:
+		return fmt.Sprintf("%s %s %s", strings.ToLower(string(ch.Op)), kind, ch.Key)
+	}
+}
+
+func firstError(results []nmsync.Result) string {
+	for _, r := range results {
+		if r.Err != nil && r.Outcome != nmsync.OutcomeSkipped {
+			return fmt.Sprintf("%s %s: %v", r.Kind, r.Name, r.Err)
+		}
+	}
+	for _, r := range results {
+		if r.Outcome == nmsync.OutcomeConflict {
+			return fmt.Sprintf("%s %s: gave up after %d conflicts", r.Kind, r.Name, r.Conflicts)
+		}
+	}
+	return ""
+}
+
+// RefusalReason returns a stable reason code for a pool validation error.
+func RefusalReason(err error) string {
+	var ve *nmsync.ValidationError
+	if errors.As(err, &ve) && len(ve.Problems) > 0 {
+		return ve.Problems[0].Code
+	}
+	return "Invalid"
+}
+
+func clusterName(key string) string {
+	if i := strings.IndexByte(key, '/'); i >= 0 {
+		return key[i+1:]
+	}
+	return key
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

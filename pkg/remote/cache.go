@@ -1,0 +1,629 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// Defaults for Options.
+const (
+	DefaultRequestTimeout        = 10 * time.Second
+	DefaultConnectTimeout        = 30 * time.Second
+	DefaultProbeInterval         = 10 * time.Second
+	DefaultProbeFailureThreshold = 5
+	DefaultBackoffBase           = time.Second
+	DefaultBackoffCap            = 5 * time.Minute
+	DefaultQPS                   = 20
+	DefaultBurst                 = 30
+	// backoffJitter is the jitter factor: a wait is d..d*(1+backoffJitter).
+	backoffJitter = 0.2
+)
+
+// Options configure a Cache. Zero values take the defaults above.
+type Options struct {
+	// QPS and Burst limit each spoke client (not the fleet).
+	QPS   float32
+	Burst int
+	// RequestTimeout bounds every spoke request (and every Spoke call).
+	RequestTimeout time.Duration
+	// ConnectTimeout bounds one connection attempt: Secret read, probe and cache sync.
+	ConnectTimeout time.Duration
+	// ProbeInterval is the time between health probes (GET /version) of a connected spoke.
+	ProbeInterval time.Duration
+	// ProbeFailureThreshold consecutive failed probes disconnect the spoke.
+	ProbeFailureThreshold int
+	// BackoffBase and BackoffCap shape the reconnect backoff: exponential (factor 2) from Base,
+	// capped at Cap, each wait stretched by up to 20% random jitter.
+	BackoffBase, BackoffCap time.Duration
+	// Scheme must know core/v1 and machine.openshift.io/v1beta1; NewScheme() if nil.
+	Scheme *runtime.Scheme
+	// Metrics is optional.
+	Metrics *Metrics
+	// Logger defaults to a discarding logger.
+	Logger logr.Logger
+	// SecretRecheckInterval is how long Ensure trusts a healthy connection
+	// without reading its kubeconfig Secret again (default 1m). A 401 from the
+	// spoke re-reads it at once.
+	SecretRecheckInterval time.Duration
+	// Clock drives probes, backoff and Status.Since; the real clock if nil. Tests may use
+	// k8s.io/utils/clock/testing.
+	Clock clock.WithTicker
+}
+
+func (o Options) withDefaults() Options {
+	if o.QPS == 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.ProbeFailureThreshold <= 0 {
+		o.ProbeFailureThreshold = DefaultProbeFailureThreshold
+	}
+	if o.BackoffBase <= 0 {
+		o.BackoffBase = DefaultBackoffBase
+	}
+	if o.BackoffCap <= 0 {
+		o.BackoffCap = DefaultBackoffCap
+	}
+	if o.BackoffCap < o.BackoffBase {
+		o.BackoffCap = o.BackoffBase
+	}
+	if o.Scheme == nil {
+		o.Scheme = NewScheme()
+	}
+	if o.SecretRecheckInterval <= 0 {
+		o.SecretRecheckInterval = time.Minute
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
+
+func (o *Options) newBackoff() wait.Backoff {
+	return wait.Backoff{Duration: o.BackoffBase, Factor: 2, Jitter: backoffJitter, Steps: math.MaxInt32, Cap: o.BackoffCap}
+}
+
+// Status is the connection state of one cluster.
+type Status struct {
+	Connected bool
+	Reason    Reason
+	Message   string
+	// Since is when Connected or Reason last changed.
+	Since time.Time
+}
+
+// Cache holds one connection per spoke cluster. See the package documentation for its contract.
+type Cache struct {
+	secrets client.Reader
+	opts    Options
+	log     logr.Logger
+
+	mu       sync.Mutex
+	clusters map[types.NamespacedName]*entry
+	subs     []*subscriber
+	ctx      context.Context // set by Start
+	stopped  bool
+	done     chan struct{} // closed when Start has torn everything down
+	wg       sync.WaitGroup
+}
+
+var (
+	_ manager.Runnable               = (*Cache)(nil)
+	_ manager.LeaderElectionRunnable = (*Cache)(nil)
+)
+
+// entry is the state of one cluster. All fields are guarded by Cache.mu.
+type entry struct {
+	cluster types.NamespacedName
+	label   string // namespace/name, for metrics and logs
+
+	target *target // desired connection; nil while ineligible or the Secret is unusable
+	// secretReadAt is when Ensure last read the Secret successfully.
+	secretReadAt time.Time
+	desiredKey   connKey // key computed by the last successful Ensure
+	attemptKey   connKey // key of the worker's last attempt (== live.key while connected)
+	status       Status
+	live         *conn
+	worker       *worker
+}
+
+type worker struct {
+	cancel context.CancelFunc
+	wake   chan struct{} // cap 1
+}
+
+// NewCache returns a Cache. secrets must be an uncached reader: only the kubeconfig Secret named
+// by each ClusterDeployment is ever read, with Get, so the hub never caches Secrets wholesale.
+func NewCache(secrets client.Reader, opts Options) *Cache {
+	opts = opts.withDefaults()
+	return &Cache{
+		secrets:  secrets,
+		opts:     opts,
+		log:      opts.Logger.WithName("remote"),
+		clusters: map[types.NamespacedName]*entry{},
+		done:     make(chan struct{}),
+	}
+}
+
+// NeedLeaderElection makes only the elected replica connect to spokes.
+func (c *Cache) NeedLeaderElection() bool { return true }
+
+// Ensure registers or refreshes the desired connection for cd and returns the current Status.
+// It reads the kubeconfig Secret from the hub but never talks to the spoke: connecting,
+// reconnecting and health checking happen in the background. An ineligible cd is disconnected.
+// Calling it on every reconcile is cheap; it reconnects only when the connection key (Secret
+// name and resourceVersion, API URL in use, IP override) changes.
+func (c *Cache) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Status {
+	if cd == nil {
+		return Status{Reason: ReasonNoClusterMetadata, Message: "no ClusterDeployment"}
+	}
+	key := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Name}
+	if ok, reason, msg := Eligible(cd); !ok {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		e := c.entryLocked(key)
+		e.target = nil
+		c.disconnectLocked(e, reason, msg, false)
+		return e.status
+	}
+	t := targetFor(cd)
+
+	// A healthy connection built from the same target is trusted for
+	// SecretRecheckInterval without reading the Secret again: Ensure runs on
+	// every reconcile, and a rotated credential shows up at once as a 401
+	// anyway. This keeps hub reads per cluster bounded by the interval.
+	c.mu.Lock()
+	if e := c.clusters[key]; e != nil && e.live != nil && e.target != nil && *e.target == t &&
+		c.opts.Clock.Since(e.secretReadAt) < c.opts.SecretRecheckInterval {
+		st := e.status
+		c.mu.Unlock()
+		return st
+	}
+	c.mu.Unlock()
+
+	p, err := prepare(ctx, c.secrets, t, &c.opts)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entryLocked(key)
+	if err == nil {
+		e.secretReadAt = c.opts.Clock.Now()
+	}
+	if err != nil {
+		reason := classify(err)
+		if reason == ReasonHubReadFailed {
+			// A hub hiccup says nothing about the spoke: keep whatever we have.
+			c.log.Error(err, "Cannot read kubeconfig Secret; keeping the current connection state", "cluster", e.label)
+			if !e.status.Connected && e.worker == nil {
+				c.setStatusLocked(e, false, reason, err.Error())
+			}
+			return e.status
+		}
+		e.target = nil
+		c.disconnectLocked(e, reason, err.Error(), true)
+		return e.status
+	}
+	e.target = &t
+	e.desiredKey = p.key
+	switch {
+	case e.worker == nil:
+		c.setStatusLocked(e, false, ReasonConnecting, "connecting to "+p.key.Server)
+		c.startWorkerLocked(e)
+	case e.attemptKey != p.key:
+		select {
+		case e.worker.wake <- struct{}{}:
+		default:
+		}
+	}
+	return e.status
+}
+
+// GetSpoke returns the connected Spoke, or at once an error wrapping ErrNotConnected with the
+// Reason (see ReasonOf). It never blocks on the network.
+func (c *Cache) GetSpoke(cluster types.NamespacedName) (Spoke, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.clusters[cluster]
+	if e == nil {
+		return nil, &notConnectedError{cluster: cluster.String(), reason: ReasonNotEnsured}
+	}
+	if e.live == nil {
+		return nil, &notConnectedError{cluster: e.label, reason: e.status.Reason, message: e.status.Message}
+	}
+	return e.live.spoke, nil
+}
+
+// Status returns the cluster's connection state without blocking.
+func (c *Cache) Status(cluster types.NamespacedName) Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.clusters[cluster]; e != nil {
+		return e.status
+	}
+	return Status{Reason: ReasonNotEnsured}
+}
+
+// Forget tears the cluster's connection down (in the background) and forgets it, including its
+// metric series. Use it when the ClusterDeployment is deleted.
+func (c *Cache) Forget(cluster types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.clusters[cluster]
+	if e == nil {
+		return
+	}
+	c.disconnectLocked(e, ReasonNotEnsured, "forgotten", false)
+	delete(c.clusters, cluster)
+	c.opts.Metrics.forget(e.label)
+}
+
+// Subscribe returns a channel that receives a cluster's key when it connects, disconnects, and
+// when a Machine, MachineSet or Node in its cache is added, deleted or meaningfully updated.
+//
+// Notifications are never dropped and never block the Cache: keys pending for a subscriber are
+// coalesced (a key is queued at most once until it is received), and every event is followed
+// by at least one delivery of its key. Keys arrive in the order they became pending. A key says
+// only "look at this cluster again": read Status or GetSpoke for the current state. The channel
+// is closed after Start returns. Each call creates an independent subscription; call it before
+// Start to miss nothing.
+func (c *Cache) Subscribe() <-chan types.NamespacedName {
+	s := newSubscriber()
+	c.mu.Lock()
+	c.subs = append(c.subs, s)
+	c.mu.Unlock()
+	go s.run(c.done)
+	return s.out
+}
+
+// Start runs the background connection workers until ctx is done, then tears every connection
+// down and returns. It implements manager.Runnable.
+func (c *Cache) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.ctx != nil {
+		c.mu.Unlock()
+		return errors.New("remote cache already started")
+	}
+	c.ctx = ctx
+	for _, e := range c.clusters {
+		if e.target != nil && e.worker == nil {
+			c.startWorkerLocked(e)
+		}
+	}
+	c.mu.Unlock()
+
+	<-ctx.Done()
+
+	c.mu.Lock()
+	c.stopped = true
+	for _, e := range c.clusters {
+		c.disconnectLocked(e, ReasonConnecting, "hub controller stopping", false)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	close(c.done)
+	return nil
+}
+
+func (c *Cache) entryLocked(key types.NamespacedName) *entry {
+	e := c.clusters[key]
+	if e == nil {
+		e = &entry{cluster: key, label: key.String(), status: Status{Reason: ReasonConnecting, Since: c.opts.Clock.Now()}}
+		c.clusters[key] = e
+		c.opts.Metrics.setConnected(e.label, false)
+	}
+	return e
+}
+
+func (c *Cache) setStatusLocked(e *entry, connected bool, reason Reason, message string) {
+	if e.status.Connected != connected || e.status.Reason != reason {
+		e.status.Since = c.opts.Clock.Now()
+	}
+	e.status.Connected, e.status.Reason, e.status.Message = connected, reason, message
+}
+
+// disconnectLocked stops e's worker (its resources are released in the background), closes the
+// live Spoke so holders fail fast, and records the status. It never blocks.
+func (c *Cache) disconnectLocked(e *entry, reason Reason, message string, isError bool) {
+	if e.worker != nil {
+		e.worker.cancel()
+		e.worker = nil
+	}
+	wasConnected := e.live != nil
+	if e.live != nil {
+		e.live.spoke.close(reason, message)
+		e.live = nil // the worker owns it and closes it
+	}
+	e.attemptKey = connKey{}
+	if isError && e.status.Reason != reason {
+		c.opts.Metrics.connectionError(e.label, reason)
+	}
+	c.setStatusLocked(e, false, reason, message)
+	c.opts.Metrics.setConnected(e.label, false)
+	if wasConnected {
+		c.log.Info("Disconnected from spoke", "cluster", e.label, "reason", reason, "message", message)
+		c.notifyLocked(e.cluster)
+	}
+}
+
+func (c *Cache) notifyLocked(key types.NamespacedName) {
+	for _, s := range c.subs {
+		s.push(key)
+	}
+}
+
+func (c *Cache) notify(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notifyLocked(key)
+}
+
+func (c *Cache) startWorkerLocked(e *entry) {
+	if c.ctx == nil || c.stopped {
+		return // Start launches it
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	w := &worker{cancel: cancel, wake: make(chan struct{}, 1)}
+	e.worker = w
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		c.run(ctx, e, w)
+	}()
+}
+
+// current reports whether w is still e's worker and e is still registered.
+func (c *Cache) currentLocked(e *entry, w *worker) bool {
+	return e.worker == w && c.clusters[e.cluster] == e
+}
+
+// result says why a connected spoke was dropped.
+type result struct {
+	reason  Reason
+	message string
+	isError bool // counts in connection_errors_total
+	// immediate reconnects without backoff (settings changed, or credentials rejected on a
+	// connection that had been healthy).
+	immediate bool
+	stable    bool // at least one periodic probe succeeded
+}
+
+// run is the per-cluster worker: connect, monitor, disconnect, back off, repeat.
+func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
+	log := c.log.WithValues("cluster", e.label)
+	bo := c.opts.newBackoff()
+	for {
+		c.mu.Lock()
+		if !c.currentLocked(e, w) || e.target == nil {
+			c.mu.Unlock()
+			return
+		}
+		t := *e.target
+		c.mu.Unlock()
+
+		cn, key, err := c.connect(ctx, t)
+		if ctx.Err() != nil {
+			if cn != nil {
+				cn.close()
+			}
+			return
+		}
+		var wait time.Duration
+		if err != nil {
+			reason := classify(err)
+			log.V(1).Info("Cannot connect to spoke", "reason", reason, "error", err.Error())
+			c.mu.Lock()
+			if !c.currentLocked(e, w) {
+				c.mu.Unlock()
+				return
+			}
+			e.attemptKey = key
+			c.opts.Metrics.connectionError(e.label, reason)
+			c.setStatusLocked(e, false, reason, err.Error())
+			c.mu.Unlock()
+			wait = bo.Step()
+		} else {
+			c.mu.Lock()
+			if !c.currentLocked(e, w) {
+				c.mu.Unlock()
+				cn.spoke.close(ReasonNotEnsured, "superseded")
+				cn.close()
+				return
+			}
+			e.attemptKey, e.live = key, cn
+			c.setStatusLocked(e, true, ReasonConnected, "connected to "+cn.server)
+			c.opts.Metrics.setConnected(e.label, true)
+			c.notifyLocked(e.cluster)
+			c.mu.Unlock()
+			log.Info("Connected to spoke", "server", cn.server)
+
+			res := c.monitor(ctx, e, w, cn)
+			cn.spoke.close(res.reason, res.message)
+			c.mu.Lock()
+			if c.currentLocked(e, w) && e.live == cn {
+				e.live = nil
+				if res.isError {
+					c.opts.Metrics.connectionError(e.label, res.reason)
+				}
+				c.setStatusLocked(e, false, res.reason, res.message)
+				c.opts.Metrics.setConnected(e.label, false)
+				c.notifyLocked(e.cluster)
+				log.Info("Disconnected from spoke", "reason", res.reason, "message", res.message)
+			}
+			c.mu.Unlock()
+			cn.close()
+			if ctx.Err() != nil {
+				return
+			}
+			if res.stable {
+				bo = c.opts.newBackoff()
+			}
+			if !res.immediate {
+				wait = bo.Step()
+			}
+		}
+		if wait > 0 && !c.sleep(ctx, e, w, wait) {
+			return
+		}
+	}
+}
+
+// sleep waits d, or less if Ensure reports new connection settings. False means stop.
+func (c *Cache) sleep(ctx context.Context, e *entry, w *worker, d time.Duration) bool {
+	t := c.opts.Clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return true
+		case <-w.wake:
+			c.mu.Lock()
+			changed := e.desiredKey != e.attemptKey
+			c.mu.Unlock()
+			if changed {
+				return true
+			}
+		}
+	}
+}
+
+// connect makes one attempt: re-read the Secret, build, probe, start the cache and wait for it
+// to sync, all within ConnectTimeout. On error nothing is left running.
+func (c *Cache) connect(ctx context.Context, t target) (*conn, connKey, error) {
+	connectCtx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	defer cancel()
+	p, err := prepare(connectCtx, c.secrets, t, &c.opts)
+	if err != nil {
+		return nil, connKey{}, err
+	}
+	cn, err := c.newConn(t.cluster, p)
+	if err != nil {
+		return nil, p.key, err
+	}
+	fail := func(err error) (*conn, connKey, error) {
+		cn.spoke.close(classify(err), err.Error())
+		cn.close()
+		return nil, p.key, err
+	}
+	probeCtx, cancelProbe := context.WithTimeout(connectCtx, c.opts.RequestTimeout)
+	err = cn.probe(probeCtx)
+	cancelProbe()
+	if err != nil {
+		return fail(fmt.Errorf("probing %s: %w", cn.server, err))
+	}
+	if err := cn.startCache(ctx, func() { c.notify(t.cluster) }); err != nil {
+		return fail(err)
+	}
+	// Abort the sync as soon as the spoke rejects our credentials.
+	syncCtx, cancelSync := context.WithCancel(connectCtx)
+	defer cancelSync()
+	go func() {
+		select {
+		case <-cn.authFailed:
+			cancelSync()
+		case <-syncCtx.Done():
+		}
+	}()
+	if !cn.cache.WaitForCacheSync(syncCtx) {
+		if ctx.Err() != nil {
+			return fail(ctx.Err())
+		}
+		if last := cn.lastError(); last != nil {
+			return fail(fmt.Errorf("syncing cache of %s: %w", cn.server, last))
+		}
+		return fail(newConnError(ReasonTimeout, nil, "cache of %s did not sync within %s", cn.server, c.opts.ConnectTimeout))
+	}
+	select {
+	case err := <-cn.cacheErr:
+		return fail(fmt.Errorf("cache of %s stopped: %w", cn.server, err))
+	default:
+	}
+	return cn, p.key, nil
+}
+
+// monitor probes the connected spoke until it must be dropped, and says why.
+func (c *Cache) monitor(ctx context.Context, e *entry, w *worker, cn *conn) result {
+	ticker := c.opts.Clock.NewTicker(c.opts.ProbeInterval)
+	defer ticker.Stop()
+	failures, stable := 0, false
+	authResult := func() result {
+		return result{
+			reason:    ReasonUnauthorized,
+			message:   fmt.Sprintf("%s rejected the credentials; reconnecting with a fresh read of the Secret", cn.server),
+			isError:   true,
+			immediate: stable,
+			stable:    stable,
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return result{reason: ReasonConnecting, message: "stopping"}
+		case <-cn.authFailed:
+			return authResult()
+		case err := <-cn.cacheErr:
+			return result{reason: classify(err), message: fmt.Sprintf("cache of %s stopped: %v", cn.server, err), isError: true, stable: stable}
+		case <-w.wake:
+			c.mu.Lock()
+			changed := e.desiredKey != cn.key
+			c.mu.Unlock()
+			if changed {
+				return result{reason: ReasonConnecting, message: "connection settings changed; reconnecting", immediate: true, stable: stable}
+			}
+		case <-ticker.C():
+			probeCtx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+			err := cn.probe(probeCtx)
+			cancel()
+			if ctx.Err() != nil {
+				continue
+			}
+			if err == nil {
+				failures, stable = 0, true
+				continue
+			}
+			reason := classify(err)
+			if reason == ReasonUnauthorized {
+				return authResult()
+			}
+			failures++
+			c.log.V(1).Info("Spoke probe failed", "cluster", e.label, "failures", failures, "reason", reason, "error", err.Error())
+			if failures >= c.opts.ProbeFailureThreshold {
+				return result{
+					reason:  reason,
+					message: fmt.Sprintf("%d consecutive probes of %s failed, last: %v", failures, cn.server, err),
+					isError: true,
+					stable:  stable,
+				}
+			}
+		}
+	}
+}

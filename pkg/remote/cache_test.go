@@ -1,0 +1,386 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
+	reg := prometheus.NewRegistry()
+	opts := fastOptions()
+	opts.Metrics = NewMetrics(reg)
+	c := NewCache(hub, opts)
+	events := c.Subscribe()
+
+	// Before Start nothing connects, but Ensure records the wish.
+	if got := c.Ensure(context.Background(), eligibleCD()); got.Connected || got.Reason != ReasonConnecting {
+		t.Fatalf("Ensure before Start = %+v, want Connecting", got)
+	}
+	if _, err := c.GetSpoke(testCluster); !errors.Is(err, ErrNotConnected) || ReasonOf(err) != ReasonConnecting {
+		t.Fatalf("GetSpoke before connect: err=%v reason=%q", err, ReasonOf(err))
+	}
+	startCache(t, c)
+
+	select {
+	case key := <-events:
+		if key != testCluster {
+			t.Fatalf("event for %v, want %v", key, testCluster)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no connect event; status %+v", c.Status(testCluster))
+	}
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	if got := c.Ensure(context.Background(), eligibleCD()); !got.Connected || got.Reason != ReasonConnected {
+		t.Fatalf("Ensure after connect = %+v", got)
+	}
+
+	s, err := c.GetSpoke(testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Server() != spokeSrv.srv.URL {
+		t.Errorf("Server() = %q, want %q", s.Server(), spokeSrv.srv.URL)
+	}
+	nodes := &corev1.NodeList{}
+	if err := s.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.Node{{
+		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1", ResourceVersion: "9", Labels: map[string]string{"a": "b"}},
+		Spec:       corev1.NodeSpec{ProviderID: "aws:///i-1", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
+	}}
+	if diff := cmp.Diff(want, nodes.Items); diff != "" {
+		t.Errorf("cached nodes (-want +got):\n%s", diff)
+	}
+	if err := s.List(context.Background(), &machinev1beta1.MachineList{}, client.InNamespace(MachineAPINamespace)); err != nil {
+		t.Errorf("list machines: %v", err)
+	}
+	// Types outside the cache are not started on demand.
+	if err := s.List(context.Background(), &corev1.ConfigMapList{}); err == nil {
+		t.Errorf("listing ConfigMaps from the cache succeeded")
+	}
+	// The transport refuses what the allow-list does not name, before it leaves the hub.
+	before := spokeSrv.count("GET /apis/machine.openshift.io/v1beta1/namespaces/default/machines")
+	err = s.Live().List(context.Background(), &machinev1beta1.MachineList{}, client.InNamespace("default"))
+	if !errors.Is(err, ErrRequestNotAllowed) {
+		t.Errorf("live list in namespace default: err = %v, want ErrRequestNotAllowed", err)
+	}
+	if after := spokeSrv.count("GET /apis/machine.openshift.io/v1beta1/namespaces/default/machines"); after != before {
+		t.Errorf("refused request reached the spoke")
+	}
+	ms := &machinev1beta1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: MachineAPINamespace, Name: "ms"}}
+	if err := s.Patch(context.Background(), ms, client.MergeFrom(ms.DeepCopy())); !errors.Is(err, ErrRequestNotAllowed) {
+		t.Errorf("patch MachineSet: err = %v, want ErrRequestNotAllowed", err)
+	}
+	if err := s.Live().Get(context.Background(), types.NamespacedName{Name: "n1"}, &corev1.Node{}); err == nil {
+		t.Errorf("live get of n1 unexpectedly succeeded against the fake (it serves no single objects)")
+	}
+	if n := spokeSrv.count("GET /api") + spokeSrv.count("GET /apis"); n != 0 {
+		t.Errorf("%d discovery requests", n)
+	}
+	if got := gaugeValue(t, reg, MetricsPrefix+"connected", map[string]string{"cluster": testCluster.String()}); got != 1 {
+		t.Errorf("connected gauge = %v, want 1", got)
+	}
+	if got := counterSum(t, reg, MetricsPrefix+"requests_refused_total"); got < 1 {
+		t.Errorf("requests_refused_total = %v, want >= 1", got)
+	}
+
+	// Becoming ineligible disconnects at once; the held Spoke fails fast.
+	st := c.Ensure(context.Background(), eligibleCD(func(cd *hivev1.ClusterDeployment) { cd.Spec.PowerState = hivev1.ClusterPowerStateHibernating }))
+	if st.Connected || st.Reason != ReasonHibernating {
+		t.Errorf("Ensure(hibernating) = %+v", st)
+	}
+	if err := s.List(context.Background(), &corev1.NodeList{}); !errors.Is(err, ErrNotConnected) || ReasonOf(err) != ReasonHibernating {
+		t.Errorf("held Spoke after disconnect: err=%v reason=%q", err, ReasonOf(err))
+	}
+	if _, err := c.GetSpoke(testCluster); !errors.Is(err, ErrNotConnected) || ReasonOf(err) != ReasonHibernating {
+		t.Errorf("GetSpoke after disconnect: err=%v", err)
+	}
+
+	c.Forget(testCluster)
+	if got := c.Status(testCluster).Reason; got != ReasonNotEnsured {
+		t.Errorf("Status after Forget = %q", got)
+	}
+	if n := seriesCount(t, reg, MetricsPrefix+"connected"); n != 0 {
+		t.Errorf("connected series after Forget: %d", n)
+	}
+}
+
+func TestCacheProbeFailuresDisconnectThenReconnect(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
+	reg := prometheus.NewRegistry()
+	opts := fastOptions()
+	opts.Metrics = NewMetrics(reg)
+	c := NewCache(hub, opts)
+	startCache(t, c)
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+
+	spokeSrv.versionStatus.Store(500)
+	eventually(t, "disconnect after failed probes", 5*time.Second, func() bool { return !c.Status(testCluster).Connected })
+	if got := c.Status(testCluster).Reason; got != ReasonUnreachable {
+		t.Errorf("reason = %q, want Unreachable", got)
+	}
+	if got := counterSum(t, reg, MetricsPrefix+"connection_errors_total"); got < 1 {
+		t.Errorf("connection_errors_total = %v", got)
+	}
+	spokeSrv.versionStatus.Store(0)
+	eventually(t, "reconnect", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+}
+
+func TestCacheReconnectsOn401WithRotatedSecret(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "old")
+	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "old", nil))
+	hub := hubReader(secret)
+	opts := fastOptions()
+	// A huge backoff proves the reconnect after a 401 does not wait for it.
+	opts.BackoffBase, opts.BackoffCap = time.Hour, time.Hour
+	opts.ProbeFailureThreshold = 1000
+	c := NewCache(hub, opts)
+	events := c.Subscribe()
+	startCache(t, c)
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	first, _ := c.GetSpoke(testCluster)
+	time.Sleep(5 * opts.ProbeInterval) // let a periodic probe succeed: the connection is stable
+
+	// Rotate: the spoke now accepts only the new token, and the hub Secret carries it.
+	secret.Data[KubeconfigKey] = kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "new", nil)
+	if err := hub.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	drain(events)
+	spokeSrv.token.Store("new")
+
+	eventually(t, "the old Spoke to be closed", 5*time.Second, func() bool {
+		return errors.Is(first.List(context.Background(), &corev1.NodeList{}), ErrNotConnected)
+	})
+	eventually(t, "reconnect with the rotated Secret", 5*time.Second, func() bool {
+		s, err := c.GetSpoke(testCluster)
+		return err == nil && s != first
+	})
+	if len(events) == 0 {
+		t.Errorf("no notification for the disconnect/reconnect")
+	}
+}
+
+func TestCacheConnectErrorsAreClassified(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	closed := newFakeSpoke(t, "tok")
+	closedURL := closed.srv.URL
+	closed.srv.Close()
+
+	tests := map[string]struct {
+		kubeconfig []byte
+		want       Reason
+	}{
+		"wrong token":  {kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "nope", nil), ReasonUnauthorized},
+		"unknown CA":   {kubeconfigBytes(t, spokeSrv.srv.URL, selfSignedPEM(t), "tok", nil), ReasonTLSError},
+		"closed port":  {kubeconfigBytes(t, closedURL, spokeSrv.caPEM(), "tok", nil), ReasonUnreachable},
+		"exec refused": {kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "", withExec), ReasonExecRefused},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := NewCache(hubReader(kubeconfigSecret(tc.kubeconfig)), fastOptions())
+			startCache(t, c)
+			c.Ensure(context.Background(), eligibleCD())
+			eventually(t, "reason "+string(tc.want), 5*time.Second, func() bool { return c.Status(testCluster).Reason == tc.want })
+			if st := c.Status(testCluster); st.Connected {
+				t.Errorf("connected: %+v", st)
+			}
+		})
+	}
+}
+
+func TestCacheIPOverrideDialsIPWithURLHostAsTLSName(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	// httptest's certificate is valid for example.com; that name does not resolve here.
+	port := spokeSrv.srv.Listener.Addr().(interface{ String() string }).String()
+	port = port[len("127.0.0.1:"):]
+	server := "https://example.com:" + port
+	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, server, spokeSrv.caPEM(), "tok", nil)))
+	c := NewCache(hub, fastOptions())
+	startCache(t, c)
+	c.Ensure(context.Background(), eligibleCD(func(cd *hivev1.ClusterDeployment) {
+		cd.Spec.ControlPlaneConfig.APIServerIPOverride = "127.0.0.1"
+	}))
+	eventually(t, "Connected via the IP override", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	s, err := c.GetSpoke(testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Server() != server {
+		t.Errorf("Server() = %q, want %q", s.Server(), server)
+	}
+}
+
+func TestCacheEnsureForgetLeavesNoGoroutines(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
+	c := NewCache(hub, fastOptions())
+	startCache(t, c)
+
+	// Warm up once so lazily started process-wide goroutines are not counted.
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	c.Forget(testCluster)
+	before := settledGoroutines(t, -1)
+
+	for i := range 100 {
+		c.Ensure(context.Background(), eligibleCD())
+		if i%10 == 0 { // some cycles connect fully, the others are torn down mid-connect
+			eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+		}
+		c.Forget(testCluster)
+	}
+	if after := settledGoroutines(t, before); after > before+2 {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Fatalf("goroutines: %d before, %d after 100 Ensure/Forget cycles\n%s", before, after, buf[:n])
+	}
+}
+
+// settledGoroutines waits until the goroutine count is at most target (or stops changing).
+func settledGoroutines(t *testing.T, target int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	last := runtime.NumGoroutine()
+	for time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		n := runtime.NumGoroutine()
+		if (target >= 0 && n <= target) || (target < 0 && n == last) {
+			return n
+		}
+		last = n
+	}
+	return last
+}
+
+func drain(ch <-chan types.NamespacedName) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+func TestCacheBacksOffFailedConnects(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "wrong", nil)))
+	opts := fastOptions()
+	opts.BackoffBase, opts.BackoffCap = 50*time.Millisecond, 200*time.Millisecond
+	c := NewCache(hub, opts)
+	startCache(t, c)
+	c.Ensure(context.Background(), eligibleCD())
+	time.Sleep(time.Second)
+	// 0, 50, 100, 200, 200, 200... ms (+ up to 20%): about 6-7 attempts in a second. Without
+	// backoff a rejected credential would be retried hundreds of times.
+	if n := spokeSrv.count("GET /version"); n < 3 || n > 9 {
+		t.Errorf("%d connection attempts in 1s, want 3..9", n)
+	}
+	if got := c.Status(testCluster).Reason; got != ReasonUnauthorized {
+		t.Errorf("reason = %q, want Unauthorized", got)
+	}
+}
+
+func TestCacheEnsureTrustsHealthyConnectionBetweenSecretReads(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
+	hub := &countingReader{Reader: hubReader(secret)}
+	opts := fastOptions()
+	opts.SecretRecheckInterval = time.Hour
+	c := NewCache(hub, opts)
+	startCache(t, c)
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	before := hub.gets.Load()
+	for range 100 {
+		c.Ensure(context.Background(), eligibleCD())
+	}
+	if n := hub.gets.Load() - before; n != 0 {
+		t.Errorf("100 Ensure calls on a healthy connection read the Secret %d times, want 0", n)
+	}
+}
+
+type countingReader struct {
+	client.Reader
+	gets atomic.Int64
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets.Add(1)
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func TestCacheEnsureReconnectsWhenKeyChanges(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
+	hub := hubReader(secret)
+	opts := fastOptions()
+	opts.SecretRecheckInterval = time.Nanosecond // re-read the Secret on every Ensure
+	c := NewCache(hub, opts)
+	startCache(t, c)
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	first, _ := c.GetSpoke(testCluster)
+
+	// Same key: no reconnect.
+	for range 10 {
+		c.Ensure(context.Background(), eligibleCD())
+	}
+	time.Sleep(50 * time.Millisecond)
+	if s, err := c.GetSpoke(testCluster); err != nil || s != first {
+		t.Fatalf("Ensure with an unchanged key reconnected (err=%v)", err)
+	}
+
+	// New Secret resourceVersion: reconnect in the background.
+	secret.Annotations = map[string]string{"touched": "yes"}
+	if err := hub.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "a new connection", 5*time.Second, func() bool {
+		s, err := c.GetSpoke(testCluster)
+		return err == nil && s != first
+	})
+}
+
+func TestCacheForgetDeletesMetricSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	opts := fastOptions()
+	opts.Metrics = NewMetrics(reg)
+	c := NewCache(hubReader(), opts) // no Secret
+	startCache(t, c)
+	st := c.Ensure(context.Background(), eligibleCD())
+	if st.Reason != ReasonSecretMissing {
+		t.Fatalf("Ensure without Secret = %+v", st)
+	}
+	if n := seriesCount(t, reg, MetricsPrefix+"connection_errors_total"); n != 1 {
+		t.Fatalf("connection_errors_total series = %d, want 1", n)
+	}
+	c.Forget(testCluster)
+	for _, name := range []string{"connected", "connection_errors_total"} {
+		if n := seriesCount(t, reg, MetricsPrefix+name); n != 0 {
+			t.Errorf("%s series after Forget = %d", name, n)
+		}
+	}
+}

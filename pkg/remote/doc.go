@@ -1,0 +1,89 @@
+// Package remote turns a Hive ClusterDeployment into a safe, cheap, always-available handle on
+// its spoke cluster. It is modelled on Cluster API's ClusterCache.
+//
+// # Usage
+//
+// A Cache runs as a manager.Runnable on the elected leader only. The fleet controller calls
+// Ensure on every reconcile of a ClusterDeployment, GetSpoke to get a Spoke, Forget when the
+// ClusterDeployment is gone, and turns Subscribe's channel into reconcile requests
+// (source.Channel). It never requeues to wait for a connection: a connect or disconnect is a
+// notification.
+//
+// # Connect
+//
+// Ensure first decides eligibility from the ClusterDeployment alone (Eligible: deleting, fake,
+// relocating, paused, not installed, no metadata, hibernating, or not reachable according to
+// Hive's Unreachable condition). For an eligible cluster it reads one Secret from the hub
+// (spec.clusterMetadata.adminKubeconfigSecretRef, key "kubeconfig") with an uncached reader, so
+// Secrets are never cached wholesale, and validates the kubeconfig. It refuses exec and
+// auth-provider users (ExecRefused), insecure-skip-tls-verify and non-https servers
+// (InsecureRefused), and any reference to files or a proxy (SecretInvalid): a Secret must not
+// be able to make the hub run programs, read its own files or skip TLS verification.
+// spec.controlPlaneConfig.apiURLOverride is used only while the ActiveAPIURLOverride condition
+// is True; apiServerIPOverride makes the transport dial that IP (bypassing any proxy) while the
+// URL host stays the TLS server name and Host header.
+//
+// The connection key is (Secret name, Secret resourceVersion, API URL in use, IP override).
+// When Ensure computes a key different from the live connection's, a background worker
+// reconnects (break-before-make: the old connection is dropped before the new one is built).
+// Ensure, GetSpoke, Status and Forget never touch the network and return at once.
+//
+// A worker per cluster connects in the background: re-read the Secret, build a private
+// transport, probe GET /version (RequestTimeout), start a trimmed cache and wait for it to sync,
+// all within ConnectTimeout. Only then is the cluster Connected and a notification sent.
+// Failures are classified into Reasons (x509 -> TLSError, dial -> Unreachable, deadlines ->
+// Timeout, 401/403 -> Unauthorized) and retried with exponential backoff (BackoffBase doubling
+// to BackoffCap, plus up to 20% jitter so thousands of spokes do not retry in lockstep).
+//
+// # Health and rotation
+//
+// A connected spoke is probed every ProbeInterval; ProbeFailureThreshold consecutive failures
+// disconnect it. A 401 seen on any request, or a 403 on a read or the probe, drops the
+// connection at once and reconnects re-reading the Secret (credential rotation) without waiting
+// for the threshold; the reconnect is immediate if the connection had passed at least one
+// periodic probe, otherwise it backs off, so a spoke that keeps rejecting us cannot make us
+// re-list it in a loop. A 403 on a PATCH does not count: admission webhooks deny with 403, and
+// treating a denied patch as lost credentials would re-list the whole spoke per denial.
+// Backoff resets once a connection has passed a periodic probe.
+//
+// A Spoke obtained before a disconnect fails every later call with ErrNotConnected; callers get
+// a fresh one from GetSpoke after the next connect notification.
+//
+// # Least authority
+//
+// Authority is limited by construction, in the transport, whatever the kubeconfig's user may
+// do: an allow-list RoundTripper lets through only GET /version, get/list/watch of Nodes and of
+// Machines and MachineSets in openshift-machine-api, and PATCH of one Machine or one Node, to
+// the configured host only (redirects are not followed). Everything else fails with
+// ErrRequestNotAllowed before it leaves the hub and is counted in requests_refused_total. No
+// discovery is made: a static RESTMapper knows the three kinds. The Spoke exposes no Create,
+// Update or Delete.
+//
+// # Memory
+//
+// Each spoke costs one transport, one live client and one cache of three informers. The cache
+// starts no informer on demand (ReaderFailOnMissingInformer), watches Machines and MachineSets
+// only in openshift-machine-api, strips managedFields, keeps of a Node only name, uid,
+// resourceVersion, labels, annotations, deletionTimestamp, spec.taints and spec.providerID, and
+// drops providerSpec/providerStatus payloads and Machine status except nodeRef and phase.
+// Cached objects are therefore incomplete: compute patches, never Update from them. Updates
+// that change nothing in the trimmed object (Node heartbeats) are not notified.
+//
+// # Notifications
+//
+// Subscribe's channel carries cluster keys; pending keys are coalesced per subscriber and never
+// dropped, so a key says "look again", never "this happened". See Subscribe.
+//
+// # Secrets
+//
+// Kubeconfig contents, tokens, keys and certificates are never logged nor put in errors,
+// statuses or metrics. Messages name the Secret (namespace/name) and the server URL only;
+// kubeconfig parse errors are not wrapped because YAML errors may quote values.
+//
+// # Trade-offs
+//
+// Break-before-make on rotation leaves a cluster briefly disconnected. One informer set per
+// spoke is a full watch of its Nodes (trimmed), which is what makes drift visible at once;
+// the price is hub memory proportional to fleet Nodes. Metrics of requests have no cluster
+// label, to bound cardinality; per-cluster health is in connected and connection_errors_total.
+package remote

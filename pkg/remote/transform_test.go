@@ -1,0 +1,142 @@
+package remote
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+func TestTrimObject(t *testing.T) {
+	now := metav1.Now()
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	phase := "Running"
+	raw := &runtime.RawExtension{Raw: []byte(`{"instanceType":"m5.xlarge","userDataSecret":{"name":"x"}}`)}
+	taints := []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}}
+	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: "n1"}
+
+	fullMeta := func(ns, name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Namespace: ns, Name: name, UID: "uid", ResourceVersion: "7", Generation: 3,
+			Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"},
+			DeletionTimestamp: &now, Finalizers: []string{"f"}, ManagedFields: managed,
+			OwnerReferences: []metav1.OwnerReference{{Name: "o"}},
+		}
+	}
+	tests := map[string]struct {
+		in, want any
+	}{
+		"node": {
+			in: &corev1.Node{
+				TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+				ObjectMeta: fullMeta("", "n1"),
+				Spec:       corev1.NodeSpec{Taints: taints, ProviderID: "aws:///i-1", PodCIDR: "10.0.0.0/24", Unschedulable: true},
+				Status: corev1.NodeStatus{
+					Capacity:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+					Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+					Images:     []corev1.ContainerImage{{Names: []string{"quay.io/x"}}},
+				},
+			},
+			want: &corev1.Node{
+				TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "n1", UID: "uid", ResourceVersion: "7",
+					Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"}, DeletionTimestamp: &now,
+				},
+				Spec: corev1.NodeSpec{Taints: taints, ProviderID: "aws:///i-1"},
+			},
+		},
+		"machine": {
+			in: &machinev1beta1.Machine{
+				ObjectMeta: fullMeta(MachineAPINamespace, "m1"),
+				Spec: machinev1beta1.MachineSpec{
+					ObjectMeta:   machinev1beta1.ObjectMeta{Labels: map[string]string{"node": "label"}},
+					Taints:       taints,
+					ProviderSpec: machinev1beta1.ProviderSpec{Value: raw},
+					ProviderID:   ptrTo("aws:///i-1"),
+				},
+				Status: machinev1beta1.MachineStatus{
+					NodeRef: nodeRef, Phase: &phase, ProviderStatus: raw,
+					Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+				},
+			},
+			want: &machinev1beta1.Machine{
+				ObjectMeta: func() metav1.ObjectMeta { m := fullMeta(MachineAPINamespace, "m1"); m.ManagedFields = nil; return m }(),
+				Spec: machinev1beta1.MachineSpec{
+					ObjectMeta: machinev1beta1.ObjectMeta{Labels: map[string]string{"node": "label"}},
+					Taints:     taints,
+					ProviderID: ptrTo("aws:///i-1"),
+				},
+				Status: machinev1beta1.MachineStatus{NodeRef: nodeRef, Phase: &phase},
+			},
+		},
+		"machineset": {
+			in: &machinev1beta1.MachineSet{
+				ObjectMeta: fullMeta(MachineAPINamespace, "ms"),
+				Spec: machinev1beta1.MachineSetSpec{Template: machinev1beta1.MachineTemplateSpec{
+					Spec: machinev1beta1.MachineSpec{Taints: taints, ProviderSpec: machinev1beta1.ProviderSpec{Value: raw}},
+				}},
+				Status: machinev1beta1.MachineSetStatus{Replicas: 3},
+			},
+			want: &machinev1beta1.MachineSet{
+				ObjectMeta: func() metav1.ObjectMeta { m := fullMeta(MachineAPINamespace, "ms"); m.ManagedFields = nil; return m }(),
+				Spec: machinev1beta1.MachineSetSpec{Template: machinev1beta1.MachineTemplateSpec{
+					Spec: machinev1beta1.MachineSpec{Taints: taints},
+				}},
+				Status: machinev1beta1.MachineSetStatus{Replicas: 3},
+			},
+		},
+		"other object loses managedFields": {
+			in:   &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: managed}, Data: map[string]string{"k": "v"}},
+			want: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"k": "v"}},
+		},
+		"tombstone passes through": {
+			in:   toolscache.DeletedFinalStateUnknown{Key: "n1"},
+			want: toolscache.DeletedFinalStateUnknown{Key: "n1"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := trimObject(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("trimObject (-want +got):\n%s", diff)
+			}
+			again, _ := trimObject(got)
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("not idempotent (-once +twice):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestChanged(t *testing.T) {
+	node := func(rv string, labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv, Labels: labels}}
+	}
+	tests := map[string]struct {
+		old, new any
+		want     bool
+	}{
+		"resync (same resourceVersion)": {node("1", nil), node("1", nil), true},
+		"heartbeat (only rv differs)":   {node("1", map[string]string{"a": "b"}), node("2", map[string]string{"a": "b"}), false},
+		"label changed":                 {node("1", map[string]string{"a": "b"}), node("2", map[string]string{"a": "c"}), true},
+		"not objects":                   {"x", "y", true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := changed(tc.old, tc.new); got != tc.want {
+				t.Errorf("changed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
