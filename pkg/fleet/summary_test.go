@@ -1,0 +1,140 @@
+package fleet
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+func res(kind, name string, o nmsync.Outcome, changes ...nmsync.Change) nmsync.Result {
+	r := nmsync.Result{Kind: kind, Name: name, Outcome: o, Changes: changes}
+	if o == nmsync.OutcomePatched {
+		r.Requests = 1
+	}
+	return r
+}
+
+func TestStatus(t *testing.T) {
+	add := nmsync.Change{Kind: nmsync.KindNodeLabel, Op: nmsync.OpAdd, Key: "a", To: "1"}
+	override := nmsync.Change{Kind: nmsync.KindNodeLabel, Op: nmsync.OpOverride, Key: "b", From: "x", To: "2"}
+	tests := map[string]struct {
+		in   PoolResult
+		want v1alpha1.MachinePoolSyncStatus
+	}{
+		"all in sync": {
+			in: PoolResult{Cluster: "ns/c1", PoolName: "infra", Generation: 3, Results: []nmsync.Result{
+				res("Machine", "m1", nmsync.OutcomeInSync), res("Node", "n1", nmsync.OutcomeInSync),
+			}},
+			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", ObservedGeneration: 3, Phase: v1alpha1.PhaseInSync, Total: 2, Synced: 2},
+		},
+		"patched with an override, one Node not linked yet": {
+			in: PoolResult{Cluster: "ns/c1", PoolName: "infra", Results: []nmsync.Result{
+				res("Machine", "m1", nmsync.OutcomePatched, add, override), res("Node", "n1", nmsync.OutcomePatched, add),
+				res("Machine", "m2", nmsync.OutcomeInSync), {Kind: "Node", Outcome: nmsync.OutcomeSkipped, Reason: nmsync.NodeSkipNoNodeRef},
+			}},
+			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseInSync, Total: 3, Synced: 3, Patched: 2, Skipped: 1, Overrides: 1},
+		},
+		"a failed Machine holds its Node back": {
+			in: PoolResult{Cluster: "ns/c1", PoolName: "infra", Results: []nmsync.Result{
+				{Kind: "Machine", Name: "m1", Outcome: nmsync.OutcomeFailed, Err: errors.New("boom"), Requests: 1},
+				{Kind: "Node", Name: "n1", Outcome: nmsync.OutcomeSkipped, Reason: nmsync.ReasonMachineNotSynced},
+			}},
+			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseDrifted, Total: 2, Drifted: 2, Reason: "WriteFailed", Message: "Machine m1: boom"},
+		},
+		"dry run drift": {
+			in: PoolResult{Cluster: "ns/c1", PoolName: "infra", DryRun: true, Results: []nmsync.Result{
+				res("Machine", "m1", nmsync.OutcomeWouldPatch, add), res("Node", "n1", nmsync.OutcomeWouldPatch, add),
+			}},
+			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseDrifted, Total: 2, Drifted: 2, Reason: "DryRun"},
+		},
+		"refused keeps its reason and message": {
+			in:   PoolResult{Cluster: "ns/c1", PoolName: "infra", Phase: v1alpha1.PhaseRefused, Reason: "ReservedKey", Message: "spec.labels[...]"},
+			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseRefused, Reason: "ReservedKey", Message: "spec.labels[...]"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Status(tc.in)); diff != "" {
+				t.Errorf("Status (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestChangeSummary(t *testing.T) {
+	got := ChangeSummary([]nmsync.Result{
+		res("Machine", "m1", nmsync.OutcomePatched, nmsync.Change{Kind: nmsync.KindTaint, Op: nmsync.OpUpdate, Key: "k:NoSchedule", From: "a", To: "b"}),
+		res("Node", "n1", nmsync.OutcomePatched, nmsync.Change{Kind: nmsync.KindTaint, Op: nmsync.OpUpdate, Key: "k:NoSchedule", From: "a", To: "b"},
+			nmsync.Change{Kind: nmsync.KindNodeLabel, Op: nmsync.OpRemove, Key: "x"}),
+		res("Node", "n2", nmsync.OutcomeInSync),
+	})
+	want := `1 Machine, 1 Node: remove label x; update taint k:NoSchedule "a"->"b"`
+	if got != want {
+		t.Errorf("ChangeSummary = %q, want %q", got, want)
+	}
+	if got := ChangeSummary([]nmsync.Result{res("Node", "n2", nmsync.OutcomeInSync)}); got != "" {
+		t.Errorf("ChangeSummary of nothing = %q", got)
+	}
+}
+
+func TestShardIsStableAndSpread(t *testing.T) {
+	counts := make([]int, 4)
+	for i := range 4000 {
+		s := Shard("ns", "cluster-"+string(rune('a'+i%26))+"-"+time.Duration(i).String(), 4)
+		if s != Shard("ns", "cluster-"+string(rune('a'+i%26))+"-"+time.Duration(i).String(), 4) {
+			t.Fatal("shard is not stable")
+		}
+		counts[s]++
+	}
+	for i, c := range counts {
+		if c < 800 || c > 1200 {
+			t.Errorf("shard %d holds %d of 4000 clusters: %v", i, c, counts)
+		}
+	}
+	if Shard("a", "b", 1) != 0 || Shard("a", "b", 0) != 0 {
+		t.Error("one shard must be shard 0")
+	}
+}
+
+func TestContestTracker(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newContestTracker(3, time.Minute)
+	c.now = func() time.Time { return now }
+	target := nmsync.Target{Machine: &machinev1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1"}}, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
+	patched := res("Node", "n1", nmsync.OutcomePatched, nmsync.Change{Op: nmsync.OpAdd})
+	adopted := res("Node", "n1", nmsync.OutcomePatched, nmsync.Change{Op: nmsync.OpAdopt})
+	for i := range 2 {
+		if c.record("ns/c", "p", patched) {
+			t.Fatalf("held after %d patches", i+1)
+		}
+		now = now.Add(10 * time.Second)
+	}
+	if c.record("ns/c", "p", adopted) {
+		t.Fatal("an adoption counted as a fight")
+	}
+	if !c.record("ns/c", "p", patched) {
+		t.Fatal("not held after 3 patches within the window")
+	}
+	if !c.isHeld("ns/c", target) {
+		t.Fatal("target not held")
+	}
+	if c.isHeld("ns/other", target) {
+		t.Fatal("another cluster's object held")
+	}
+	now = now.Add(2 * time.Minute)
+	if c.isHeld("ns/c", target) {
+		t.Fatal("still held after the window")
+	}
+	if c.record("ns/c", "p", patched) {
+		t.Fatal("held again at once after release")
+	}
+}
