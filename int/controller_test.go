@@ -357,4 +357,3 @@ func controllerConfig(t *testing.T, ctx context.Context, f *localfleet.Fleet) *r
 	}
 	return cfg
 }
-

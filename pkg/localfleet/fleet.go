@@ -341,4 +341,6 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 }
 
 // WriteKubeconfig writes cfg as a kubeconfig file (mode 0600).
-func WriteKubeconfig(path, name string, cfg *rest.Config) error { return writeKubeconfig(path, name, cfg) }
+func WriteKubeconfig(path, name string, cfg *rest.Config) error {
+	return writeKubeconfig(path, name, cfg)
+}
