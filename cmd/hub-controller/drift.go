@@ -1,5 +1,62 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"flag"
+	"os"
+	"time"
 
-func drift(args []string) error { return errors.New("drift: not implemented yet") }
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+)
+
+// drift prints a one-shot, read-only report of drift across the fleet.
+func drift(args []string) error {
+	fs := flag.NewFlagSet("drift", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "hub kubeconfig (default: in-cluster, or $KUBECONFIG)")
+	output := fs.String("o", "table", "output: table or json")
+	concurrency := fs.Int("concurrency", 10, "spokes read at once")
+	timeout := fs.Duration("timeout", 5*time.Minute, "upper bound of the whole report")
+	onlyDrifted := fs.Bool("only-drifted", false, "list only pools that are not InSync")
+	failOnDrift := fs.Bool("fail-on-drift", false, "exit 3 when any pool is not InSync")
+	var o fleet.Options
+	remoteFlags(fs, &o)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := hubConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	hub, err := client.New(cfg, client.Options{Scheme: fleet.Scheme()})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	rows, err := fleet.DriftReport(ctx, hub, hub, o.Remote, *concurrency)
+	if err != nil {
+		return err
+	}
+	if *onlyDrifted {
+		kept := rows[:0]
+		for _, r := range rows {
+			if r.State != "InSync" {
+				kept = append(kept, r)
+			}
+		}
+		rows = kept
+	}
+	if err := fleet.WriteDrift(os.Stdout, rows, *output); err != nil {
+		return err
+	}
+	if *failOnDrift {
+		for _, r := range rows {
+			if r.State != "InSync" {
+				os.Exit(3)
+			}
+		}
+	}
+	return nil
+}

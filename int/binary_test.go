@@ -1,0 +1,255 @@
+package int_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	gosync "sync"
+	"syscall"
+	"testing"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
+
+var (
+	binOnce gosync.Once
+	binPath string
+	binErr  error
+)
+
+// controllerBinary builds cmd/hub-controller once per test process (with the
+// test build's flags, so that it reuses the build cache).
+func controllerBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hub-controller-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "hub-controller")
+		cmd := exec.Command("go", "build", "-o", binPath, "../cmd/hub-controller")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// controllerKubeconfig writes a kubeconfig for the controller's identity
+// (impersonating its ServiceAccount when config/hub's RBAC is installed).
+func controllerKubeconfig(t *testing.T, ctx context.Context, f *localfleet.Fleet) string {
+	t.Helper()
+	cfg := controllerConfig(t, ctx, f)
+	path := filepath.Join(t.TempDir(), "controller.kubeconfig")
+	if err := localfleet.WriteKubeconfig(path, "hub", cfg); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// controllerProcess is the hub-controller binary running as a process.
+type controllerProcess struct {
+	cmd     *exec.Cmd
+	log     *bytes.Buffer
+	mu      *gosync.Mutex
+	metrics string
+}
+
+func (p *controllerProcess) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+type lockedWriter struct {
+	mu *gosync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// startBinary runs `hub-controller run` with the given extra flags; the
+// process is killed at cleanup.
+func startBinary(t *testing.T, kubeconfig string, extra ...string) *controllerProcess {
+	t.Helper()
+	port := freePort(t)
+	args := append([]string{"run", "--kubeconfig", kubeconfig,
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
+		"--resync-period", "1h", "--spoke-probe-interval", "1s"}, extra...)
+	p := &controllerProcess{log: &bytes.Buffer{}, mu: &gosync.Mutex{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
+	p.cmd = exec.Command(controllerBinary(t), args...)
+	p.cmd.Stdout = lockedWriter{p.mu, p.log}
+	p.cmd.Stderr = lockedWriter{p.mu, p.log}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		_, _ = p.cmd.Process.Wait()
+		if t.Failed() {
+			t.Logf("controller log:\n%s", tail(p.Logs(), 60))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (p *controllerProcess) scrape() (string, error) {
+	resp, err := http.Get(p.metrics)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(resp.Body)
+	return b.String(), err
+}
+
+func TestDriftCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 2)
+	for _, s := range f.Spokes() {
+		addInfraPool(t, ctx, s, 2)
+	}
+	s1 := f.Spokes()[0]
+	if _, err := s1.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/new"] = "1" }); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("drift: %v", err)
+	}
+	var rows []fleet.DriftRow
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("drift -o json: %v\n%s", err, out)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("want 2 rows, got %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Cluster == s1.Key().String() {
+			// Fresh objects carry no ownership record: everything is "adopt" plus the new label.
+			if r.State != "Drifted" || r.Machines != 2 || r.Nodes != 2 || r.DriftedNodes != 2 || r.DriftedMachines != 2 {
+				t.Errorf("drifted cluster row: %+v", r)
+			}
+			if !strings.Contains(strings.Join(r.Changes, ";"), "add label example.com/new=1") {
+				t.Errorf("changes do not name the new label: %v", r.Changes)
+			}
+		}
+	}
+	table, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath).Output()
+	if err != nil || !strings.Contains(string(table), "CLUSTER") || !strings.Contains(string(table), "Drifted") {
+		t.Errorf("drift table: %v\n%s", err, table)
+	}
+	// Read-only: the spokes saw no writes.
+	for _, s := range f.Spokes() {
+		for _, e := range readAudit(t, s.AuditLogPath) {
+			if e.Verb != "get" && e.Verb != "list" && e.Verb != "watch" {
+				t.Errorf("drift report sent %s %s", e.Verb, e.RequestURI)
+			}
+		}
+	}
+	v, err := exec.CommandContext(ctx, controllerBinary(t), "version").Output()
+	if err != nil || !strings.HasPrefix(string(v), "hub-controller ") {
+		t.Errorf("version: %v %q", err, v)
+	}
+}
+
+func TestBinarySurvivesSIGKILLMidRollout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 20)
+	kc := controllerKubeconfig(t, ctx, f)
+	// Slow writes (one at a time, 5 requests/s) so that the kill lands mid-rollout.
+	p := startBinary(t, kc, "--writes-per-cluster", "1", "--spoke-qps", "5", "--spoke-burst", "1")
+	waitFor(t, "initial adoption", 2*time.Minute, func() bool {
+		st, err := poolSync(ctx, f.Hub.Client, s, "infra")
+		return err == nil && st.Status.Phase == "InSync"
+	})
+	foreignBefore := snapshotForeign(t, ctx, s, "infra", map[string]bool{"node-role.kubernetes.io/infra": true, "example.com/rollout": true})
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
+		spec.Labels["example.com/rollout"] = "v2"
+		spec.Taints[0].Value = "v2"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Kill when some, not all, Nodes are done.
+	waitFor(t, "rollout under way", time.Minute, func() bool {
+		nodes, _ := s.Nodes(ctx, "infra")
+		done := 0
+		for _, n := range nodes {
+			if n.Labels["example.com/rollout"] == "v2" {
+				done++
+			}
+		}
+		return done >= 2
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = p.cmd.Process.Wait()
+	nodes, _ := s.Nodes(ctx, "infra")
+	partial := 0
+	for _, n := range nodes {
+		if n.Labels["example.com/rollout"] == "v2" {
+			partial++
+		}
+	}
+	t.Logf("killed with %d of %d Nodes rolled out", partial, len(nodes))
+
+	startBinary(t, kc)
+	waitFor(t, "rollout completes after restart", 2*time.Minute, func() bool {
+		return nodesHold(ctx, s, "infra", func(n corev1.Node) bool {
+			return hasLabel("example.com/rollout", "v2")(n) && hasTaint("node-role.kubernetes.io/infra", "v2", corev1.TaintEffectNoSchedule)(n)
+		})
+	})
+	nodes, _ = s.Nodes(ctx, "infra")
+	for _, n := range nodes {
+		assertTaint(t, "Node "+n.Name, n.Spec.Taints, "node-role.kubernetes.io/infra", "v2", corev1.TaintEffectNoSchedule)
+	}
+	if after := snapshotForeign(t, ctx, s, "infra", map[string]bool{"node-role.kubernetes.io/infra": true, "example.com/rollout": true}); fmt.Sprint(after) != fmt.Sprint(foreignBefore) {
+		t.Errorf("labels or taints of others changed across the kill:\nbefore %v\nafter  %v", foreignBefore, after)
+	}
+	assertAllowedAudit(t, s)
+}
