@@ -64,3 +64,31 @@ fleet: ## Start a local hub and 3 spokes with sample pools, for kubectl; Ctrl-C 
 .PHONY: demo
 demo: ## The main job: local hub and spokes, the controller, a pool change converging.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./hack/fleet -spokes 3 -demo
+
+# The image the Containerfile builds; `make image IMAGE=...` to push elsewhere.
+IMAGE ?= quay.io/app-sre/hub-node-metadata:$(VERSION)
+
+.PHONY: image
+image: ## Build the image IMAGE (default quay.io/app-sre/hub-node-metadata:<version>) with podman, else buildah, else docker (exit 2 if none can build).
+	@engine=""; why=""; \
+	if ! command -v podman >/dev/null 2>&1; then why="podman not installed"; \
+	elif podman info >/dev/null 2>&1; then engine="podman build"; else why="podman cannot run (podman info fails)"; fi; \
+	if [ -z "$$engine" ]; then \
+	  if ! command -v buildah >/dev/null 2>&1; then why="$$why, buildah not installed"; \
+	  elif buildah info >/dev/null 2>&1; then engine="buildah bud"; else why="$$why, buildah cannot run (buildah info fails)"; fi; \
+	fi; \
+	if [ -z "$$engine" ]; then \
+	  if ! command -v docker >/dev/null 2>&1; then why="$$why, docker not installed"; \
+	  elif docker info >/dev/null 2>&1; then engine="docker build"; else why="$$why, docker has no daemon (docker info fails)"; fi; \
+	fi; \
+	if [ -z "$$engine" ]; then \
+	  echo "make image: no container engine that can build is available here ($$why);" >&2; \
+	  echo "the binary the image would contain is built by 'make build' and tested by 'make test'." >&2; \
+	  exit 2; \
+	fi; \
+	echo "$$engine -t $(IMAGE)"; \
+	$$engine -f Containerfile --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+
+.PHONY: render
+render: ## Print the rendered hub manifests (config/hub base and overlays) with krusty; no kubectl needed.
+	@$(GO) run ./hack/render

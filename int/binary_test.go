@@ -106,7 +106,7 @@ func startBinary(t *testing.T, kubeconfig string, extra ...string) *controllerPr
 	port := freePort(t)
 	args := append([]string{"run", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
-		"--resync-period", "1h", "--spoke-probe-interval", "1s"}, extra...)
+		"--resync-period", "1h", "--spoke-probe-interval", "1s", "--spoke-secret-recheck", "1s"}, extra...)
 	p := &controllerProcess{log: &bytes.Buffer{}, mu: &gosync.Mutex{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
 	p.cmd = exec.Command(controllerBinary(t), args...)
 	p.cmd.Stdout = lockedWriter{p.mu, p.log}

@@ -33,6 +33,8 @@ func testOptions() fleet.Options {
 			ConnectTimeout: 15 * time.Second,
 			BackoffBase:    200 * time.Millisecond,
 			BackoffCap:     2 * time.Second,
+			// Notice rewritten Secrets quickly (production: 1m).
+			SecretRecheckInterval: time.Second,
 		},
 	}
 }
@@ -110,7 +112,9 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 		time.Sleep(100 * time.Millisecond)
 	}
 	d := time.Since(start)
-	t.Logf("%s: %s", what, d.Round(time.Millisecond))
+	if what != "" {
+		t.Logf("%s: %s", what, d.Round(time.Millisecond))
+	}
 	return d
 }
 
@@ -336,9 +340,6 @@ func controllerConfig(t *testing.T, ctx context.Context, f *localfleet.Fleet) *r
 	user, err := installHubRBAC(ctx, f)
 	if err != nil {
 		t.Fatalf("install config/hub RBAC: %v", err)
-	}
-	if user == "TODO" {
-		return f.Hub.Config
 	}
 	cfg := rest.CopyConfig(f.Hub.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}

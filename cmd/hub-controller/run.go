@@ -49,6 +49,7 @@ func remoteFlags(fs *flag.FlagSet, o *fleet.Options) {
 	fs.DurationVar(&o.Remote.ProbeInterval, "spoke-probe-interval", 10*time.Second, "health probe period of a connected spoke")
 	fs.IntVar(&o.Remote.ProbeFailureThreshold, "spoke-probe-failures", 5, "consecutive probe failures before a spoke is disconnected")
 	fs.DurationVar(&o.Remote.BackoffCap, "spoke-backoff-cap", 5*time.Minute, "longest wait between reconnect attempts")
+	fs.DurationVar(&o.Remote.SecretRecheckInterval, "spoke-secret-recheck", time.Minute, "how long a healthy connection is trusted before its kubeconfig Secret is read again (a 401 re-reads it at once)")
 }
 
 func run(args []string) error {

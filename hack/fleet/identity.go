@@ -4,17 +4,31 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"k8s.io/client-go/rest"
 
+	hub "github.com/openshift/hub-node-metadata/config/hub"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
-// controllerIdentity returns the hub config the demo's controller runs with.
+// controllerIdentity installs config/hub's ServiceAccount and RBAC on the
+// local hub and returns a config that acts as that ServiceAccount: the
+// demo's controller has exactly the rights a deployed one has.
 func controllerIdentity(ctx context.Context, f *localfleet.Fleet) (*rest.Config, error) {
-	return f.Hub.Config, nil
+	rendered, err := hub.Render(filepath.Join("config", "hub", "base"))
+	if err != nil {
+		return nil, err
+	}
+	user, err := f.InstallControllerIdentity(ctx, rendered)
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(f.Hub.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cfg, nil
 }
 
 // printDrift prints what `hub-controller drift --kubeconfig <hub>` prints.

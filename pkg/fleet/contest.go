@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"fmt"
+	"sort"
 	gosync "sync"
 	"time"
 
@@ -8,9 +10,11 @@ import (
 )
 
 // contestTracker notices another writer that keeps undoing a pool's
-// metadata on the same object: after threshold patches of one object within
-// window, the object is held (not written) for one window and reported,
-// instead of fighting forever. Zero threshold disables it.
+// metadata on the same object: after threshold patches of one object for
+// the same desired metadata within window, the object is held (not written)
+// for one window and reported, instead of fighting forever. Patches caused
+// by a change of the pool itself reset the count. A threshold <= 0
+// disables it.
 type contestTracker struct {
 	threshold int
 	window    time.Duration
@@ -18,13 +22,14 @@ type contestTracker struct {
 
 	mu      gosync.Mutex
 	patches map[string][]time.Time // cluster|kind|name -> recent patch times
+	desired map[string]string      // cluster|kind|name -> desired metadata those patches applied
 	until   map[string]time.Time   // cluster|kind|name -> held until
 	pools   map[string]string      // cluster|kind|name -> pool
 }
 
 func newContestTracker(threshold int, window time.Duration) *contestTracker {
 	return &contestTracker{threshold: threshold, window: window, now: time.Now,
-		patches: map[string][]time.Time{}, until: map[string]time.Time{}, pools: map[string]string{}}
+		patches: map[string][]time.Time{}, desired: map[string]string{}, until: map[string]time.Time{}, pools: map[string]string{}}
 }
 
 func contestKey(cluster, kind, name string) string { return cluster + "|" + kind + "|" + name }
@@ -49,13 +54,16 @@ func (c *contestTracker) isHeld(cluster string, t nmsync.Target) bool {
 			delete(c.until, k)
 			delete(c.pools, k)
 			delete(c.patches, k)
+			delete(c.desired, k)
 		}
 	}
 	return false
 }
 
-// record notes a result and reports whether its object just became held.
-func (c *contestTracker) record(cluster, pool string, r nmsync.Result) bool {
+// record notes a result written for the desired metadata desired (a
+// fingerprint of the pool's Desired) and reports whether its object just
+// became held.
+func (c *contestTracker) record(cluster, pool, desired string, r nmsync.Result) bool {
 	if c.threshold <= 0 || r.Outcome != nmsync.OutcomePatched || onlyAdoptions(r.Changes) {
 		return false
 	}
@@ -63,6 +71,10 @@ func (c *contestTracker) record(cluster, pool string, r nmsync.Result) bool {
 	defer c.mu.Unlock()
 	now := c.now()
 	k := contestKey(cluster, r.Kind, r.Name)
+	if c.desired[k] != desired {
+		c.desired[k] = desired
+		delete(c.patches, k)
+	}
 	recent := c.patches[k][:0]
 	for _, t := range c.patches[k] {
 		if now.Sub(t) < c.window {
@@ -117,6 +129,7 @@ func (c *contestTracker) forget(cluster string) {
 	for k := range c.patches {
 		if len(k) > len(p) && k[:len(p)] == p {
 			delete(c.patches, k)
+			delete(c.desired, k)
 		}
 	}
 	for k := range c.pools {
@@ -124,4 +137,19 @@ func (c *contestTracker) forget(cluster string) {
 			delete(c.pools, k)
 		}
 	}
+}
+
+// fingerprint identifies a pool's desired metadata, so that patches for a
+// new pool spec are not mistaken for a fight.
+func fingerprint(d nmsync.Desired) string {
+	return fmt.Sprintf("%v|%v|%v", sortedPairs(d.Labels), sortedPairs(d.MachineLabels), d.Taints)
+}
+
+func sortedPairs(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }

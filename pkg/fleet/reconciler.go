@@ -223,10 +223,11 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		if desired[i] == nil {
 			continue
 		}
+		fp := fingerprint(*desired[i])
 		for _, rs := range results[i] {
 			out[i].Results = append(out[i].Results, rs...)
 			for _, res := range rs {
-				if r.contested.record(ck, pools[i].Name, res) {
+				if r.contested.record(ck, pools[i].Name, fp, res) {
 					r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventContested, eventAction,
 						"%s %s: another writer keeps undoing this pool's metadata; not writing it for %s", res.Kind, res.Name, r.Opts.ContestedWindow)
 				}

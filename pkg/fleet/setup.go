@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -258,7 +259,8 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		For(&hivev1.ClusterDeployment{}, builder.WithPredicates(cdShard, clusterDeploymentChanged())).
 		Watches(&hivev1.MachinePool{}, poolToCluster, builder.WithPredicates(poolShard, poolChanged())).
 		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentClusters}).
+		// One fleet controller per manager; tests run several managers in one process.
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentClusters, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
 	if err != nil {
 		return nil, err

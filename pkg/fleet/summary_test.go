@@ -113,15 +113,15 @@ func TestContestTracker(t *testing.T) {
 	patched := res("Node", "n1", nmsync.OutcomePatched, nmsync.Change{Op: nmsync.OpAdd})
 	adopted := res("Node", "n1", nmsync.OutcomePatched, nmsync.Change{Op: nmsync.OpAdopt})
 	for i := range 2 {
-		if c.record("ns/c", "p", patched) {
+		if c.record("ns/c", "p", "v1", patched) {
 			t.Fatalf("held after %d patches", i+1)
 		}
 		now = now.Add(10 * time.Second)
 	}
-	if c.record("ns/c", "p", adopted) {
+	if c.record("ns/c", "p", "v1", adopted) {
 		t.Fatal("an adoption counted as a fight")
 	}
-	if !c.record("ns/c", "p", patched) {
+	if !c.record("ns/c", "p", "v1", patched) {
 		t.Fatal("not held after 3 patches within the window")
 	}
 	if !c.isHeld("ns/c", target) {
@@ -130,11 +130,21 @@ func TestContestTracker(t *testing.T) {
 	if c.isHeld("ns/other", target) {
 		t.Fatal("another cluster's object held")
 	}
+	// A new pool spec starts the count again.
+	if c.record("ns/c", "p", "v2", res("Machine", "m9", nmsync.OutcomePatched, nmsync.Change{Op: nmsync.OpAdd})) {
+		t.Fatal("held on the first patch of a new object")
+	}
 	now = now.Add(2 * time.Minute)
 	if c.isHeld("ns/c", target) {
 		t.Fatal("still held after the window")
 	}
-	if c.record("ns/c", "p", patched) {
+	if c.record("ns/c", "p", "v1", patched) {
 		t.Fatal("held again at once after release")
+	}
+	for range 5 { // pool changes: every patch is for a new spec
+		now = now.Add(time.Second)
+		if c.record("ns/c", "p", now.String(), patched) {
+			t.Fatal("patches for successive pool specs were taken for a fight")
+		}
 	}
 }

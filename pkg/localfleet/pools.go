@@ -75,6 +75,24 @@ func (s *Spoke) UpdatePool(ctx context.Context, pool string, mutate func(*hivev1
 	return mp, nil
 }
 
+// UpdatePoolOnHub changes a MachinePool's spec on the hub only, as when
+// Hive cannot reach the spoke to update its MachineSet.
+func (s *Spoke) UpdatePoolOnHub(ctx context.Context, pool string, mutate func(*hivev1.MachinePoolSpec)) (*hivev1.MachinePool, error) {
+	mp := &hivev1.MachinePool{}
+	key := types.NamespacedName{Namespace: s.Name, Name: s.Name + "-" + pool}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.fleet.Hub.Client.Get(ctx, key, mp); err != nil {
+			return err
+		}
+		mutate(&mp.Spec)
+		return s.fleet.Hub.Client.Update(ctx, mp)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: update MachinePool %s: %w", s.Name, pool, err)
+	}
+	return mp, nil
+}
+
 // MachineSet returns the pool's MachineSet on the spoke.
 func (s *Spoke) MachineSet(ctx context.Context, pool string) (*machinev1beta1.MachineSet, error) {
 	ms := &machinev1beta1.MachineSet{}

@@ -446,7 +446,13 @@ func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
 			}
 			e.attemptKey = key
 			c.opts.Metrics.connectionError(e.label, reason)
+			changed := e.status.Reason != reason
 			c.setStatusLocked(e, false, reason, err.Error())
+			if changed {
+				// Subscribers learn why the spoke is not connected (a failed
+				// attempt is a state change even though it never connected).
+				c.notifyLocked(e.cluster)
+			}
 			c.mu.Unlock()
 			wait = bo.Step()
 		} else {

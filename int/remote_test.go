@@ -1,0 +1,286 @@
+package int_test
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/remote"
+)
+
+// changeAndConverge adds label k=v to a pool and waits until every Node holds it.
+func changeAndConverge(t *testing.T, ctx context.Context, s *localfleet.Spoke, k, v string, timeout time.Duration) time.Duration {
+	t.Helper()
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels[k] = v }); err != nil {
+		t.Fatal(err)
+	}
+	return waitFor(t, s.Name+" converges on "+k+"="+v, timeout, func() bool { return nodesHold(ctx, s, "infra", hasLabel(k, v)) })
+}
+
+func auditLines(t *testing.T, s *localfleet.Spoke) int { return len(readAudit(t, s.AuditLogPath)) }
+
+func poolReason(ctx context.Context, hub client.Client, s *localfleet.Spoke) (string, string) {
+	st, err := poolSync(ctx, hub, s, "infra")
+	if err != nil {
+		return "", ""
+	}
+	return st.Status.Phase, st.Status.Reason
+}
+
+func TestUnreachableAndBlackHoledSpokesDoNotHoldOthers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 3)
+	for _, s := range f.Spokes() {
+		addInfraPool(t, ctx, s, 2)
+	}
+	healthy, holed, down := f.Spokes()[0], f.Spokes()[1], f.Spokes()[2]
+	proxy, err := holed.UseProxy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	for _, s := range f.Spokes() {
+		waitFor(t, s.Name+" InSync", time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	}
+
+	proxy.BlackHole(true)
+	if err := down.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*localfleet.Spoke{holed, down} {
+		if _, err := s.UpdatePoolOnHub(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/wave"] = "1" }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The healthy spoke converges as fast as ever while the others hang.
+	changeAndConverge(t, ctx, healthy, "example.com/wave", "1", 10*time.Second)
+
+	// Asking for a broken spoke's client returns at once, whatever state it is in.
+	for range 20 {
+		for _, s := range []*localfleet.Spoke{holed, down} {
+			start := time.Now()
+			_, _ = r.Spokes.GetSpoke(s.Key())
+			_ = r.Spokes.Status(s.Key())
+			if d := time.Since(start); d > 50*time.Millisecond {
+				t.Errorf("GetSpoke(%s) took %s", s.Name, d)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, s := range []*localfleet.Spoke{holed, down} {
+		waitFor(t, s.Name+" reported Unreachable", time.Minute, func() bool {
+			p, _ := poolReason(ctx, f.Hub.Client, s)
+			return p == v1alpha1.PhaseUnreachable
+		})
+		_, reason := poolReason(ctx, f.Hub.Client, s)
+		t.Logf("%s: reason %s", s.Name, reason)
+	}
+	changeAndConverge(t, ctx, healthy, "example.com/wave", "2", 10*time.Second)
+
+	// Healed, both converge without a restart.
+	proxy.BlackHole(false)
+	if err := down.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*localfleet.Spoke{holed, down} {
+		waitFor(t, s.Name+" converges after healing", 90*time.Second, func() bool {
+			return nodesHold(ctx, s, "infra", hasLabel("example.com/wave", "1"))
+		})
+	}
+}
+
+// badKubeconfig returns the spoke's current hub kubeconfig changed by mutate.
+func badKubeconfig(t *testing.T, ctx context.Context, s *localfleet.Spoke, mutate func(*clientcmdapi.Config)) []byte {
+	t.Helper()
+	kc, err := s.HubKubeconfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(cfg)
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestBadKubeconfigSecrets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 2)
+	for _, s := range f.Spokes() {
+		addInfraPool(t, ctx, s, 2)
+	}
+	good, bad := f.Spokes()[0], f.Spokes()[1]
+	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	waitFor(t, "InSync", time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, bad); return p == v1alpha1.PhaseInSync })
+	original, err := bad.HubKubeconfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongCA := badKubeconfig(t, ctx, bad, func(c *clientcmdapi.Config) {
+		for _, cl := range c.Clusters {
+			cl.CertificateAuthorityData = f.Hub.Config.CAData // a real CA, not the spoke's
+		}
+	})
+	execUser := badKubeconfig(t, ctx, bad, func(c *clientcmdapi.Config) {
+		for _, u := range c.AuthInfos {
+			u.Token = ""
+			u.Exec = &clientcmdapi.ExecConfig{Command: "/bin/sh", Args: []string{"-c", "touch /tmp/hub-node-metadata-pwned"}, APIVersion: "client.authentication.k8s.io/v1"}
+		}
+	})
+	insecure := badKubeconfig(t, ctx, bad, func(c *clientcmdapi.Config) {
+		for _, cl := range c.Clusters {
+			cl.CertificateAuthorityData = nil
+			cl.InsecureSkipTLSVerify = true
+		}
+	})
+
+	cases := []struct {
+		name   string
+		data   map[string][]byte // nil deletes the Secret
+		revoke bool
+		reason remote.Reason
+	}{
+		{name: "missing Secret", data: nil, reason: remote.ReasonSecretMissing},
+		{name: "no kubeconfig key", data: map[string][]byte{"raw-kubeconfig": original}, reason: remote.ReasonSecretInvalid},
+		{name: "garbage", data: map[string][]byte{"kubeconfig": []byte("\x00{{not: a kubeconfig")}, reason: remote.ReasonSecretInvalid},
+		{name: "exec user", data: map[string][]byte{"kubeconfig": execUser}, reason: remote.ReasonExecRefused},
+		{name: "insecure-skip-tls-verify", data: map[string][]byte{"kubeconfig": insecure}, reason: remote.ReasonInsecureRefused},
+		{name: "wrong CA", data: map[string][]byte{"kubeconfig": wrongCA}, reason: remote.ReasonTLSError},
+		{name: "revoked token", data: map[string][]byte{"kubeconfig": original}, revoke: true, reason: remote.ReasonUnauthorized},
+	}
+	label := 0
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.revoke {
+				if err := bad.SetSecretData(ctx, tc.data); err != nil {
+					t.Fatal(err)
+				}
+				if err := bad.RevokeCredential(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := bad.SetSecretData(ctx, tc.data); err != nil {
+				t.Fatal(err)
+			}
+			// A healthy connection is trusted for SecretRecheckInterval (1s here).
+			time.Sleep(1500 * time.Millisecond)
+			if _, err := bad.UpdatePoolOnHub(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/case"] = caseLabel(tc.name) }); err != nil {
+				t.Fatal(err)
+			}
+			last := ""
+			defer func() {
+				if t.Failed() {
+					t.Logf("last pool state: %s", last)
+				}
+			}()
+			waitFor(t, "reason "+string(tc.reason), time.Minute, func() bool {
+				p, r := poolReason(ctx, f.Hub.Client, bad)
+				st, _ := poolSync(ctx, f.Hub.Client, bad, "infra")
+				last = p + "/" + r + ": " + st.Status.Message
+				return p == v1alpha1.PhaseUnreachable && r == string(tc.reason)
+			})
+			st, _ := poolSync(ctx, f.Hub.Client, bad, "infra")
+			for _, secret := range []string{"BEGIN CERTIFICATE", "eyJ", "token:"} {
+				if strings.Contains(st.Status.Message, secret) {
+					t.Errorf("status message leaks credential material: %q", st.Status.Message)
+				}
+			}
+			// Nothing reaches the spoke while its Secret is bad, and nothing changes there.
+			before := auditLines(t, bad)
+			label++
+			changeAndConverge(t, ctx, good, "example.com/other-carries-on", strings.Repeat("x", label), 15*time.Second)
+			if n := auditLines(t, bad) - before; n > 0 {
+				t.Errorf("%d requests reached the spoke with a bad Secret", n)
+			}
+			if nodesHold(ctx, bad, "infra", hasLabel("example.com/case", caseLabel(tc.name))) {
+				t.Error("the pool change reached the spoke through a bad Secret")
+			}
+		})
+	}
+	if !hasEvent(ctx, f.Hub.Client, bad.Name, bad.Name, fleet.EventDisconnected) {
+		t.Error("no SpokeUnavailable Event on the ClusterDeployment")
+	}
+	// A rotated credential restores service without a restart.
+	if err := bad.RotateCredential(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "recovered after rotation", time.Minute, func() bool {
+		return nodesHold(ctx, bad, "infra", hasLabel("example.com/case", caseLabel("revoked token")))
+	})
+}
+
+func caseLabel(name string) string {
+	return strings.NewReplacer(" ", "-", "-", "-").Replace(name)
+}
+
+func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 2)
+	cache := remote.NewCache(f.Hub.Client, remote.Options{ProbeInterval: time.Second})
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cache.Start(cctx) }()
+	defer func() { stop(); <-done }()
+	cd, err := s.ClusterDeployment(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cycle := func() {
+		cache.Ensure(ctx, cd)
+		waitFor(t, "", 30*time.Second, func() bool { return cache.Status(s.Key()).Connected })
+		sp, err := cache.GetSpoke(s.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sp.List(ctx, &hivev1.MachinePoolList{}); err == nil {
+			t.Fatal("the spoke handle served a kind outside its allow-list")
+		}
+		cache.Forget(s.Key())
+	}
+	for range 5 { // warm up pools and caches
+		cycle()
+	}
+	g0, h0 := settle()
+	for range 100 {
+		cycle()
+	}
+	g1, h1 := settle()
+	t.Logf("100 connect/disconnect cycles: goroutines %d -> %d, heap %.1f -> %.1f MiB", g0, g1, float64(h0)/(1<<20), float64(h1)/(1<<20))
+	if g1 > g0+10 {
+		t.Errorf("goroutines grew from %d to %d", g0, g1)
+	}
+	if h1 > h0+8<<20 {
+		t.Errorf("heap grew from %d to %d bytes", h0, h1)
+	}
+
+}
+
+// settle waits for background teardown and returns goroutines and live heap.
+func settle() (int, uint64) {
+	var ms runtime.MemStats
+	for range 20 {
+		time.Sleep(100 * time.Millisecond)
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&ms)
+	return runtime.NumGoroutine(), ms.HeapAlloc
+}
