@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -69,6 +70,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	host, _ := os.Hostname()
+	// Spoke audit logs name the replica that sent each request.
+	o.Remote.UserAgent = fmt.Sprintf("hub-node-metadata/%s (%s; pid %d)", version.Version, host, os.Getpid())
 	mgr, _, err := fleet.NewManager(cfg, mc, o)
 	if err != nil {
 		return err

@@ -45,7 +45,9 @@ const (
 	EventContested    = "Contested"
 	EventDisconnected = "SpokeUnavailable"
 	EventConnected    = "SpokeConnected"
-	eventAction       = "Sync"
+	// EventClusterMissing: the pool names a ClusterDeployment that does not exist.
+	EventClusterMissing = "ClusterDeploymentMissing"
+	eventAction         = "Sync"
 )
 
 // Field index: MachinePools by their ClusterDeployment's name.
@@ -89,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Hub.Get(ctx, key, cd); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetCluster(key)
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, r.reportOrphans(ctx, key)
 		}
 		return reconcile.Result{}, fmt.Errorf("get ClusterDeployment: %w", err)
 	}
@@ -404,6 +406,30 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	cur.Status = st
 	if err := r.Hub.Status().Update(ctx, cur); err != nil {
 		return fmt.Errorf("update status: %w", err)
+	}
+	return nil
+}
+
+// reportOrphans marks the pools that name a ClusterDeployment that does not
+// exist: nothing can be synced for them, and people should know why.
+func (r *Reconciler) reportOrphans(ctx context.Context, key types.NamespacedName) error {
+	list := &hivev1.MachinePoolList{}
+	if err := r.Hub.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexPoolByCluster: key.Name}); err != nil {
+		return fmt.Errorf("list MachinePools: %w", err)
+	}
+	now := metav1.Now()
+	for i := range list.Items {
+		mp := &list.Items[i]
+		if !mp.DeletionTimestamp.IsZero() {
+			continue
+		}
+		msg := fmt.Sprintf("spec.clusterDeploymentRef names ClusterDeployment %s, which does not exist", key)
+		r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventClusterMissing, eventAction, "%s", msg)
+		st := Status(PoolResult{Cluster: key.String(), PoolName: mp.Spec.Name, Generation: mp.Generation,
+			Phase: v1alpha1.PhaseUnreachable, Reason: EventClusterMissing, Message: msg})
+		if err := r.writeStatus(ctx, mp, st, false, now); err != nil {
+			return err
+		}
 	}
 	return nil
 }

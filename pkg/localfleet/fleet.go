@@ -271,6 +271,18 @@ func (f *Fleet) startHub(ctx context.Context) (*Hub, error) {
 	return &Hub{APIServer: s, Config: cfg, Client: c, KubeconfigPath: path}, nil
 }
 
+// RestartHub stops the hub API server and starts it again on the same
+// address with the same certificates and data.
+func (f *Fleet) RestartHub() error {
+	if err := f.Hub.APIServer.Stop(); err != nil {
+		return fmt.Errorf("stop hub: %w", err)
+	}
+	if err := f.Hub.APIServer.Start(); err != nil {
+		return fmt.Errorf("restart hub: %w", err)
+	}
+	return nil
+}
+
 // installCRDs installs every YAML document in fsys and waits until each is
 // established.
 func installCRDs(ctx context.Context, cfg *rest.Config, fsys fs.FS) error {

@@ -216,3 +216,16 @@ func (s *Spoke) Nodes(ctx context.Context, pool string) ([]corev1.Node, error) {
 	}
 	return out, nil
 }
+
+// SetNodeRef points a Machine's status.nodeRef at a Node by name, whether or
+// not that Node exists or belongs to the Machine (for bad-input tests).
+func (s *Spoke) SetNodeRef(ctx context.Context, machine, node string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m := &machinev1beta1.Machine{}
+		if err := s.Admin.Get(ctx, types.NamespacedName{Namespace: MachineAPINamespace, Name: machine}, m); err != nil {
+			return err
+		}
+		m.Status.NodeRef = &corev1.ObjectReference{Kind: "Node", Name: node}
+		return s.Admin.Status().Update(ctx, m)
+	})
+}

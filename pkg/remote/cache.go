@@ -54,6 +54,9 @@ type Options struct {
 	Metrics *Metrics
 	// Logger defaults to a discarding logger.
 	Logger logr.Logger
+	// UserAgent is sent with every spoke request (default UserAgent). The
+	// binary sets it to name the replica, so spoke audit logs tell replicas apart.
+	UserAgent string
 	// SecretRecheckInterval is how long Ensure trusts a healthy connection
 	// without reading its kubeconfig Secret again (default 1m). A 401 from the
 	// spoke re-reads it at once.
@@ -93,6 +96,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Scheme == nil {
 		o.Scheme = NewScheme()
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = UserAgent
 	}
 	if o.SecretRecheckInterval <= 0 {
 		o.SecretRecheckInterval = time.Minute

@@ -22,7 +22,8 @@ const (
 	// KubeconfigKey is the Secret data key holding the admin kubeconfig (Hive's remote clients
 	// use it too; raw-kubeconfig is ignored).
 	KubeconfigKey = "kubeconfig"
-	// UserAgent is sent with every spoke request.
+	// UserAgent is sent with every spoke request unless Options.UserAgent
+	// says otherwise.
 	UserAgent = "hub-node-metadata"
 )
 
@@ -179,7 +180,7 @@ func restConfigFromKubeconfig(data []byte, t target, opts *Options) (*rest.Confi
 	cfg.Timeout = opts.RequestTimeout
 	cfg.QPS = opts.QPS
 	cfg.Burst = opts.Burst
-	cfg.UserAgent = UserAgent
+	cfg.UserAgent = opts.UserAgent
 	return cfg, nil
 }
 

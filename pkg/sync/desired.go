@@ -52,7 +52,12 @@ type Problem struct {
 	Reason string
 }
 
-func (p Problem) String() string { return p.Field + ": " + p.Reason }
+func (p Problem) String() string {
+	if p.Value != "" && !strings.Contains(p.Field, p.Value) && !strings.Contains(p.Reason, p.Value) {
+		return fmt.Sprintf("%s %q: %s", p.Field, p.Value, p.Reason)
+	}
+	return p.Field + ": " + p.Reason
+}
 
 // ValidationError lists every problem found in a MachinePool spec. The
 // user must change the pool; retrying cannot fix it.

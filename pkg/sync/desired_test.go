@@ -121,7 +121,7 @@ func TestDesiredFromPool(t *testing.T) {
 				t.Errorf("an invalid pool must yield no Desired:\n%s", diff)
 			}
 			for _, p := range verr.Problems {
-				if !strings.Contains(err.Error(), p.Field+": "+p.Reason) {
+				if !strings.Contains(err.Error(), p.String()) || !strings.Contains(p.String(), p.Value) || !strings.Contains(p.String(), p.Field) {
 					t.Errorf("Error() %q does not name %s", err, p)
 				}
 			}

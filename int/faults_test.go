@@ -1,0 +1,410 @@
+package int_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
+
+// slowOptions write one object at a time at 5 requests/s per spoke, so
+// that a fault can land in the middle of a rollout.
+func slowOptions() fleet.Options {
+	o := testOptions()
+	o.WritesPerCluster = 1
+	o.Remote.QPS = 5
+	o.Remote.Burst = 1
+	return o
+}
+
+// patchesSince counts the patches in a spoke's audit log after the first
+// skip entries.
+func patchesSince(t *testing.T, s *localfleet.Spoke, skip int) int {
+	t.Helper()
+	n := 0
+	for _, e := range readAudit(t, s.AuditLogPath)[skip:] {
+		if e.Verb == "patch" {
+			n++
+		}
+	}
+	return n
+}
+
+// rolloutKeys are the keys the rollout tests' pool declares.
+var rolloutKeys = map[string]bool{"node-role.kubernetes.io/infra": true, "example.com/rollout": true}
+
+func rolledOut(n corev1.Node) bool {
+	return hasLabel("example.com/rollout", "v2")(n) && hasTaint("node-role.kubernetes.io/infra", "v2", corev1.TaintEffectNoSchedule)(n)
+}
+
+func startRollout(t *testing.T, ctx context.Context, s *localfleet.Spoke) {
+	t.Helper()
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
+		spec.Labels["example.com/rollout"] = "v2"
+		spec.Taints[0].Value = "v2"
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rolledOutCount(ctx context.Context, s *localfleet.Spoke) int {
+	nodes, _ := s.Nodes(ctx, "infra")
+	n := 0
+	for _, node := range nodes {
+		if rolledOut(node) {
+			n++
+		}
+	}
+	return n
+}
+
+// assertNothingLost checks foreign labels and taints against a snapshot and
+// that no pool taint is duplicated.
+func assertNothingLost(t *testing.T, ctx context.Context, s *localfleet.Spoke, before map[string]string) {
+	t.Helper()
+	if after := snapshotForeign(t, ctx, s, "infra", rolloutKeys); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("labels or taints of others changed:\nbefore %v\nafter  %v", before, after)
+	}
+	nodes, _ := s.Nodes(ctx, "infra")
+	for _, n := range nodes {
+		assertTaint(t, "Node "+n.Name, n.Spec.Taints, "node-role.kubernetes.io/infra", "v2", corev1.TaintEffectNoSchedule)
+	}
+}
+
+func TestFaultSpokeKilledMidRollout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 2)
+	s, other := f.Spokes()[0], f.Spokes()[1]
+	addInfraPool(t, ctx, s, 20)
+	addInfraPool(t, ctx, other, 2)
+	startController(t, ctx, controllerConfig(t, ctx, f), slowOptions())
+	waitFor(t, "adopted", 2*time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
+	skip := auditLines(t, s)
+
+	startRollout(t, ctx, s)
+	waitFor(t, "rollout under way", time.Minute, func() bool { return rolledOutCount(ctx, s) >= 2 })
+	if err := s.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("spoke killed with %d of 20 Nodes rolled out", rolledOutCount(ctx, s))
+	changeAndConverge(t, ctx, other, "example.com/meanwhile", "1", 15*time.Second)
+	time.Sleep(2 * time.Second)
+	if err := s.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "rollout completes after the restart", 2*time.Minute, func() bool { return rolledOutCount(ctx, s) == 20 })
+	assertNothingLost(t, ctx, s, before)
+	if n := patchesSince(t, s, skip); n > 44 {
+		t.Errorf("%d patches for 40 drifted objects, want <= 1.1x", n)
+	} else {
+		t.Logf("%d patches for 40 drifted objects", n)
+	}
+}
+
+func TestFaultSlowSpoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 2)
+	s, other := f.Spokes()[0], f.Spokes()[1]
+	addInfraPool(t, ctx, s, 6)
+	addInfraPool(t, ctx, other, 2)
+	proxy, err := s.UseProxy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	waitFor(t, "adopted", 2*time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
+	skip := auditLines(t, s)
+	proxy.SetDelay(500 * time.Millisecond)
+	startRollout(t, ctx, s)
+	changeAndConverge(t, ctx, other, "example.com/meanwhile", "1", 10*time.Second)
+	waitFor(t, "slow spoke converges", 2*time.Minute, func() bool { return rolledOutCount(ctx, s) == 6 })
+	assertNothingLost(t, ctx, s, before)
+	if n := patchesSince(t, s, skip); n > 13 {
+		t.Errorf("%d patches for 12 drifted objects, want <= 1.1x", n)
+	}
+}
+
+func TestFaultHubRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 3)
+	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	waitFor(t, "adopted", time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	if err := f.RestartHub(); err != nil {
+		t.Fatal(err)
+	}
+	changeAndConverge(t, ctx, s, "example.com/after-hub-restart", "1", time.Minute)
+	waitFor(t, "status written after the hub restart", 30*time.Second, func() bool {
+		st, err := poolSync(ctx, f.Hub.Client, s, "infra")
+		return err == nil && st.Status.Phase == v1alpha1.PhaseInSync && st.Status.ObservedGeneration == generation(ctx, t, f, s)
+	})
+}
+
+func generation(ctx context.Context, t *testing.T, f *localfleet.Fleet, s *localfleet.Spoke) int64 {
+	mp := &hivev1.MachinePool{}
+	if err := f.Hub.Client.Get(ctx, types.NamespacedName{Namespace: s.Name, Name: s.Name + "-infra"}, mp); err != nil {
+		return -1
+	}
+	return mp.Generation
+}
+
+func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 3)
+	opts := testOptions()
+	opts.ContestedThreshold = 3
+	opts.ContestedWindow = time.Minute
+	startController(t, ctx, controllerConfig(t, ctx, f), opts)
+	waitFor(t, "adopted", time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	nodes, _ := s.Nodes(ctx, "infra")
+	victim := nodes[0].Name
+	skip := auditLines(t, s)
+
+	// Another writer removes the pool's role label from one Node again and
+	// again, for 8 seconds.
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n := &corev1.Node{}
+			if err := s.Admin.Get(ctx, types.NamespacedName{Name: victim}, n); err != nil {
+				return err
+			}
+			if _, ok := n.Labels["node-role.kubernetes.io/infra"]; !ok {
+				return nil
+			}
+			delete(n.Labels, "node-role.kubernetes.io/infra")
+			return s.Admin.Update(ctx, n)
+		})
+		time.Sleep(200 * time.Millisecond)
+	}
+	writes := 0
+	for _, e := range readAudit(t, s.AuditLogPath)[skip:] {
+		if e.Verb == "patch" && strings.Contains(e.RequestURI, victim) {
+			writes++
+		}
+	}
+	t.Logf("%d patches to the contested Node in 8s", writes)
+	if writes > opts.ContestedThreshold+1 {
+		t.Errorf("the controller fought on: %d patches, threshold %d", writes, opts.ContestedThreshold)
+	}
+	waitFor(t, "Contested Event on the MachinePool", 10*time.Second, func() bool {
+		return hasEvent(ctx, f.Hub.Client, s.Name, s.Name+"-infra", fleet.EventContested)
+	})
+	// The other Nodes still follow pool changes.
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/still"] = "works" }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "other Nodes converge", 30*time.Second, func() bool {
+		all, _ := s.Nodes(ctx, "infra")
+		done := 0
+		for _, n := range all {
+			if n.Name != victim && n.Labels["example.com/still"] == "works" {
+				done++
+			}
+		}
+		return done == len(all)-1
+	})
+}
+
+func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 2)
+	s, other := f.Spokes()[0], f.Spokes()[1]
+	addInfraPool(t, ctx, s, 2)
+	addInfraPool(t, ctx, other, 2)
+	if _, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "bad").WithReplicas(2).
+		WithLabels(map[string]string{"example.com/bad": "v1"})); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	badStatus := func() (*v1alpha1.MachinePoolSync, error) { return poolSync(ctx, f.Hub.Client, s, "bad") }
+	waitFor(t, "bad pool adopted", time.Minute, func() bool { st, err := badStatus(); return err == nil && st.Status.Phase == v1alpha1.PhaseInSync })
+	badNodes := func() string { n, _ := s.Nodes(ctx, "bad"); return fmt.Sprint(n) }
+	snapshot := snapshotForeign(t, ctx, s, "bad", map[string]bool{})
+
+	many := map[string]string{}
+	for i := range 150 {
+		many[fmt.Sprintf("example.com/l%03d", i)] = "x"
+	}
+	cases := []struct {
+		name   string
+		mutate func(*hivev1.MachinePoolSpec)
+		code   string
+		names  string // the message must name this
+	}{
+		{"invalid label key", func(p *hivev1.MachinePoolSpec) { p.Labels = map[string]string{"bad key!": "v"} }, "InvalidKey", "bad key!"},
+		{"invalid label value", func(p *hivev1.MachinePoolSpec) { p.Labels = map[string]string{"example.com/v": "a b"} }, "InvalidValue", "example.com/v"},
+		{"huge label value", func(p *hivev1.MachinePoolSpec) {
+			p.Labels = map[string]string{"example.com/v": strings.Repeat("x", 300)}
+		}, "InvalidValue", "example.com/v"},
+		{"empty taint effect", func(p *hivev1.MachinePoolSpec) { p.Taints = []corev1.Taint{{Key: "example.com/t", Value: "v"}} }, "InvalidEffect", "spec.taints[0].effect"},
+		{"unknown taint effect", func(p *hivev1.MachinePoolSpec) {
+			p.Taints = []corev1.Taint{{Key: "example.com/t", Value: "v", Effect: "Sometimes"}}
+		}, "InvalidEffect", "Sometimes"},
+		{"invalid taint key", func(p *hivev1.MachinePoolSpec) {
+			p.Taints = []corev1.Taint{{Key: "-bad-", Effect: corev1.TaintEffectNoSchedule}}
+		}, "InvalidKey", "-bad-"},
+		{"reserved label", func(p *hivev1.MachinePoolSpec) { p.Labels = map[string]string{"kubernetes.io/hostname": "x"} }, "ReservedKey", "kubernetes.io/hostname"},
+		{"reserved machine label", func(p *hivev1.MachinePoolSpec) {
+			p.MachineLabels = map[string]string{"machine.openshift.io/cluster-api-machineset": "x"}
+		}, "ReservedKey", "machine.openshift.io/cluster-api-machineset"},
+		{"reserved taint", func(p *hivev1.MachinePoolSpec) {
+			p.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unschedulable", Effect: corev1.TaintEffectNoSchedule}}
+		}, "ReservedKey", "node.kubernetes.io/unschedulable"},
+		{"hundreds of labels", func(p *hivev1.MachinePoolSpec) { p.Labels = many }, "TooMany", "spec.labels"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.UpdatePoolOnHub(ctx, "bad", func(p *hivev1.MachinePoolSpec) {
+				p.Labels, p.MachineLabels, p.Taints = map[string]string{"example.com/bad": "v1"}, nil, nil
+				tc.mutate(p)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "refused with "+tc.code, 30*time.Second, func() bool {
+				st, err := badStatus()
+				return err == nil && st.Status.Phase == v1alpha1.PhaseRefused && st.Status.ObservedGeneration == poolGeneration(ctx, f, s, "bad")
+			})
+			st, _ := badStatus()
+			if !strings.Contains(st.Status.Message, tc.names) || !strings.Contains(st.Status.Message+st.Status.Reason, tc.code) && st.Status.Reason != tc.code {
+				t.Errorf("refusal does not name %q with code %s: %s / %s", tc.names, tc.code, st.Status.Reason, st.Status.Message)
+			}
+			if !hasEvent(ctx, f.Hub.Client, s.Name, s.Name+"-bad", fleet.EventRefused) {
+				t.Error("no Refused Event on the MachinePool")
+			}
+			// Nothing changed on the bad pool's Nodes; the other pool and cluster carry on.
+			if got := snapshotForeign(t, ctx, s, "bad", map[string]bool{}); fmt.Sprint(got) != fmt.Sprint(snapshot) {
+				t.Errorf("a refused pool changed its Nodes: %s", badNodes())
+			}
+			changeAndConverge(t, ctx, s, "example.com/same-cluster", fmt.Sprint(i), 15*time.Second)
+			changeAndConverge(t, ctx, other, "example.com/other-cluster", fmt.Sprint(i), 15*time.Second)
+		})
+	}
+
+	t.Run("duplicate taints collapse, first value wins", func(t *testing.T) {
+		if _, err := s.UpdatePoolOnHub(ctx, "bad", func(p *hivev1.MachinePoolSpec) {
+			p.Labels, p.MachineLabels = map[string]string{"example.com/bad": "v1"}, nil
+			p.Taints = []corev1.Taint{
+				{Key: "example.com/dup", Value: "first", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "example.com/dup", Value: "second", Effect: corev1.TaintEffectNoSchedule},
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "duplicate taints applied once", 30*time.Second, func() bool {
+			return nodesHold(ctx, s, "bad", func(n corev1.Node) bool {
+				c := 0
+				for _, tt := range n.Spec.Taints {
+					if tt.Key == "example.com/dup" {
+						c++
+						if tt.Value != "first" {
+							return false
+						}
+					}
+				}
+				return c == 1
+			})
+		})
+	})
+
+	t.Run("Machine without a nodeRef, nodeRef to a missing Node, Node of another Machine", func(t *testing.T) {
+		linked, _ := s.Nodes(ctx, "bad")
+		added, err := s.ScaleUp(ctx, "bad", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetNodeRef(ctx, added[1].Name, "ghost-node"); err != nil {
+			t.Fatal(err)
+		}
+		infraNodes, _ := s.Nodes(ctx, "infra")
+		stolen := infraNodes[0].Name
+		if err := s.SetNodeRef(ctx, added[2].Name, stolen); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpdatePoolOnHub(ctx, "bad", func(p *hivev1.MachinePoolSpec) { p.Labels["example.com/bad"] = "v2" }); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "linked Nodes converge, three skipped", 30*time.Second, func() bool {
+			st, err := badStatus()
+			if err != nil || st.Status.Phase != v1alpha1.PhaseInSync || st.Status.Skipped != 3 {
+				return false
+			}
+			for _, ln := range linked {
+				n := corev1.Node{}
+				if s.Admin.Get(ctx, types.NamespacedName{Name: ln.Name}, &n) != nil || !hasLabel("example.com/bad", "v2")(n) {
+					return false
+				}
+			}
+			return true
+		})
+		n := &corev1.Node{}
+		if err := s.Admin.Get(ctx, types.NamespacedName{Name: stolen}, n); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := n.Labels["example.com/bad"]; ok {
+			t.Errorf("the bad pool wrote to a Node of another Machine: %v", n.Labels)
+		}
+		ghost := &corev1.Node{}
+		if err := s.Admin.Get(ctx, types.NamespacedName{Name: "ghost-node"}, ghost); err == nil {
+			t.Error("a Node was created for a dangling nodeRef")
+		}
+	})
+
+	t.Run("ClusterDeployment without clusterMetadata", func(t *testing.T) {
+		cd := localfleet.NewClusterDeployment(s.Name, "not-installed").WithoutClusterMetadata().Build()
+		if err := f.Hub.Client.Create(ctx, cd); err != nil {
+			t.Fatal(err)
+		}
+		mp := localfleet.NewMachinePool(s.Name, "not-installed", "workers").WithLabels(map[string]string{"example.com/x": "1"}).Build()
+		if err := f.Hub.Client.Create(ctx, mp); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "NotInstalled/NoClusterMetadata reported", 30*time.Second, func() bool {
+			st := &v1alpha1.MachinePoolSync{}
+			err := f.Hub.Client.Get(ctx, types.NamespacedName{Namespace: s.Name, Name: mp.Name}, st)
+			return err == nil && st.Status.Phase == v1alpha1.PhaseUnreachable && slices.Contains([]string{"NotInstalled", "NoClusterMetadata"}, st.Status.Reason)
+		})
+	})
+
+	t.Run("MachinePool naming a missing ClusterDeployment", func(t *testing.T) {
+		mp := localfleet.NewMachinePool(s.Name, "ghost", "workers").WithLabels(map[string]string{"example.com/x": "1"}).Build()
+		if err := f.Hub.Client.Create(ctx, mp); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "ClusterDeploymentMissing reported", 30*time.Second, func() bool {
+			st := &v1alpha1.MachinePoolSync{}
+			err := f.Hub.Client.Get(ctx, types.NamespacedName{Namespace: s.Name, Name: mp.Name}, st)
+			return err == nil && st.Status.Reason == fleet.EventClusterMissing
+		})
+		changeAndConverge(t, ctx, other, "example.com/still-fine", "yes", 15*time.Second)
+	})
+}
+
+func poolGeneration(ctx context.Context, f *localfleet.Fleet, s *localfleet.Spoke, pool string) int64 {
+	mp := &hivev1.MachinePool{}
+	if err := f.Hub.Client.Get(ctx, types.NamespacedName{Namespace: s.Name, Name: s.Name + "-" + pool}, mp); err != nil {
+		return -1
+	}
+	return mp.Generation
+}
