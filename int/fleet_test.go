@@ -165,9 +165,11 @@ func TestAuditLogRecordsHubCredential(t *testing.T) {
 }
 
 type auditEvent struct {
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
-	User       struct {
+	UserAgent       string    `json:"userAgent"`
+	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+	Verb            string    `json:"verb"`
+	RequestURI      string    `json:"requestURI"`
+	User            struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef struct {

@@ -1,0 +1,138 @@
+package int_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
+
+var leaseFlags = []string{"--leader-elect", "--leader-elect-namespace", "hub-node-metadata",
+	"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+
+var pidInAgent = regexp.MustCompile(`pid (\d+)\)`)
+
+// writersOf returns, per replica pid, the times of the patches a spoke
+// received from it.
+func writersOf(t *testing.T, s *localfleet.Spoke, skip int) map[string][]time.Time {
+	t.Helper()
+	out := map[string][]time.Time{}
+	for _, e := range readAudit(t, s.AuditLogPath)[skip:] {
+		if e.Verb != "patch" {
+			continue
+		}
+		m := pidInAgent.FindStringSubmatch(e.UserAgent)
+		if m == nil {
+			t.Errorf("a patch without a replica in its User-Agent: %q", e.UserAgent)
+			continue
+		}
+		out[m[1]] = append(out[m[1]], e.RequestReceived)
+	}
+	return out
+}
+
+// isLeader reads controller-runtime's leader election gauge from a replica.
+func isLeader(p *controllerProcess) bool {
+	m, err := p.scrape()
+	return err == nil && strings.Contains(m, "leader_election_master_status{name=\"hub-node-metadata") &&
+		regexp.MustCompile(`leader_election_master_status\{name="hub-node-metadata[^"]*"\} 1`).MatchString(m)
+}
+
+func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 20)
+	kc := controllerKubeconfig(t, ctx, f)
+	slow := append([]string{"--writes-per-cluster", "1", "--spoke-qps", "5", "--spoke-burst", "1"}, leaseFlags...)
+	a := startBinary(t, kc, slow...)
+	b := startBinary(t, kc, slow...)
+	var leader, follower *controllerProcess
+	waitFor(t, "a leader is elected", time.Minute, func() bool {
+		switch {
+		case isLeader(a):
+			leader, follower = a, b
+		case isLeader(b):
+			leader, follower = b, a
+		}
+		return leader != nil
+	})
+	waitFor(t, "adopted", 2*time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
+	skip := auditLines(t, s)
+
+	startRollout(t, ctx, s)
+	waitFor(t, "rollout under way", time.Minute, func() bool { return rolledOutCount(ctx, s) >= 2 })
+	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = leader.cmd.Process.Wait()
+	killed := time.Now()
+	t.Logf("leader killed with %d of 20 Nodes rolled out", rolledOutCount(ctx, s))
+	waitFor(t, "the other replica takes over and completes the rollout", 2*time.Minute, func() bool { return rolledOutCount(ctx, s) == 20 })
+	if !isLeader(follower) {
+		t.Error("the surviving replica does not report itself leader")
+	}
+	assertNothingLost(t, ctx, s, before)
+
+	writers := writersOf(t, s, skip)
+	leaderPid, followerPid := fmt.Sprint(leader.cmd.Process.Pid), fmt.Sprint(follower.cmd.Process.Pid)
+	for _, ts := range writers[followerPid] {
+		if ts.Before(killed) {
+			t.Errorf("the follower wrote at %s, before the leader was killed at %s", ts, killed)
+		}
+	}
+	for _, ts := range writers[leaderPid] {
+		if ts.After(killed) {
+			t.Errorf("the killed leader wrote at %s, after %s", ts, killed)
+		}
+	}
+	total := len(writers[leaderPid]) + len(writers[followerPid])
+	t.Logf("patches: %d by the leader before the kill, %d by the new leader after; %d for 40 drifted objects", len(writers[leaderPid]), len(writers[followerPid]), total)
+	if len(writers) > 2 || total > 44 {
+		t.Errorf("writers %v, %d patches for 40 drifted objects", len(writers), total)
+	}
+}
+
+func TestShardsWriteDisjointClusters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 4)
+	for _, s := range f.Spokes() {
+		addInfraPool(t, ctx, s, 2)
+	}
+	kc := controllerKubeconfig(t, ctx, f)
+	shards := []*controllerProcess{
+		startBinary(t, kc, append([]string{"--shard-count", "2", "--shard-index", "0"}, leaseFlags...)...),
+		startBinary(t, kc, append([]string{"--shard-count", "2", "--shard-index", "1"}, leaseFlags...)...),
+	}
+	for _, s := range f.Spokes() {
+		if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/sharded"] = "yes" }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range f.Spokes() {
+		waitFor(t, s.Name+" converges", time.Minute, func() bool { return nodesHold(ctx, s, "infra", hasLabel("example.com/sharded", "yes")) })
+	}
+	for _, s := range f.Spokes() {
+		want := fmt.Sprint(shards[fleet.Shard(s.Name, s.Name, 2)].cmd.Process.Pid)
+		writers := writersOf(t, s, 0)
+		if len(writers) != 1 || len(writers[want]) == 0 {
+			got := []string{}
+			for pid, ts := range writers {
+				got = append(got, fmt.Sprintf("pid %s: %d patches", pid, len(ts)))
+			}
+			t.Errorf("%s (shard %d, replica pid %s) was written by %v", s.Name, fleet.Shard(s.Name, s.Name, 2), want, got)
+		}
+	}
+}
