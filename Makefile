@@ -92,3 +92,7 @@ image: ## Build the image IMAGE (default quay.io/app-sre/hub-node-metadata:<vers
 .PHONY: render
 render: ## Print the rendered hub manifests (config/hub base and overlays) with krusty; no kubectl needed.
 	@$(GO) run ./hack/render
+
+.PHONY: prometheus
+prometheus: ## Prove config/hub's alerts and dashboard: promtool check and unit tests, then every query on a live Prometheus scraping the controller on the local fleet.
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -timeout 10m -v -run '^TestPrometheusRulesAndDashboard$$' ./int/

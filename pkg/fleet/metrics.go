@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 // Metric names, all prefixed hub_node_metadata_. Cluster labels are
@@ -85,6 +87,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Contested = register(reg, m.Contested)
 	for _, s := range allStates {
 		m.Clusters.WithLabelValues(s).Set(0)
+	}
+	// Counters start at 0 for every known label set, so that rate() sees
+	// their first increment.
+	for _, kind := range []string{nmsync.ResultKindMachine, nmsync.ResultKindNode} {
+		for _, o := range []nmsync.Outcome{nmsync.OutcomePatched, nmsync.OutcomeConflict, nmsync.OutcomeFailed, nmsync.OutcomeWouldPatch, nmsync.OutcomeSkipped} {
+			m.Patches.WithLabelValues(kind, string(o)).Add(0)
+		}
+		m.Conflicts.WithLabelValues(kind).Add(0)
+		m.Overrides.WithLabelValues(kind).Add(0)
+	}
+	for _, code := range []string{nmsync.CodeInvalidKey, nmsync.CodeInvalidValue, nmsync.CodeInvalidEffect, nmsync.CodeReservedKey, nmsync.CodeTooMany} {
+		m.Refusals.WithLabelValues(code).Add(0)
 	}
 	return m
 }
