@@ -48,17 +48,9 @@ func (s *Spoke) AddPool(ctx context.Context, b *MachinePoolBuilder) (*hivev1.Mac
 // MachineSet template on the spoke. Existing Machines and Nodes are left as
 // they are: that is the gap this project closes.
 func (s *Spoke) UpdatePool(ctx context.Context, pool string, mutate func(*hivev1.MachinePoolSpec)) (*hivev1.MachinePool, error) {
-	mp := &hivev1.MachinePool{}
-	key := types.NamespacedName{Namespace: s.Name, Name: s.Name + "-" + pool}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := s.fleet.Hub.Client.Get(ctx, key, mp); err != nil {
-			return err
-		}
-		mutate(&mp.Spec)
-		return s.fleet.Hub.Client.Update(ctx, mp)
-	})
+	mp, err := s.UpdatePoolOnHub(ctx, pool, mutate)
 	if err != nil {
-		return nil, fmt.Errorf("%s: update MachinePool %s: %w", s.Name, pool, err)
+		return nil, err
 	}
 	want := MachineSetFor(s.InfraID, mp, Zone)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
