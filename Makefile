@@ -96,3 +96,11 @@ render: ## Print the rendered hub manifests (config/hub base and overlays) with 
 .PHONY: prometheus
 prometheus: ## Prove config/hub's alerts and dashboard: promtool check and unit tests, then every query on a live Prometheus scraping the controller on the local fleet.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -timeout 10m -v -run '^TestPrometheusRulesAndDashboard$$' ./int/
+
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: ## Benchmarks on a local fleet (default 20 spokes × 50 Nodes; BENCH_FLAGS="-idle 5m ..."): writes _out/bench/report.{md,json} and docs/benchmarks.md.
+	@mkdir -p _out/bench
+	$(GO) build -o _out/bench/bench ./hack/bench
+	KUBEBUILDER_ASSETS="$(ASSETS)" _out/bench/bench -command "make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BENCH_FLAGS)

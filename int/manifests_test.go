@@ -45,8 +45,8 @@ var wantClusterRole = map[string][]string{
 	"hive.openshift.io/clusterdeployments":                 {"get", "list", "watch"},
 	"hive.openshift.io/machinepools":                       {"get", "list", "watch"},
 	"/secrets":                                             {"get"},
-	"hubnodemetadata.openshift.io/machinepoolsyncs":        {"create", "get", "list", "update", "watch"},
-	"hubnodemetadata.openshift.io/machinepoolsyncs/status": {"get", "update"},
+	"hubnodemetadata.openshift.io/machinepoolsyncs":        {"create", "get", "list", "watch"},
+	"hubnodemetadata.openshift.io/machinepoolsyncs/status": {"get", "patch", "update"},
 	"/events":              {"create", "patch"},
 	"events.k8s.io/events": {"create", "patch"},
 }

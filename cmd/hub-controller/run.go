@@ -38,6 +38,11 @@ func controllerFlags(fs *flag.FlagSet, mc *fleet.ManagerConfig, o *fleet.Options
 }
 
 func remoteFlags(fs *flag.FlagSet, o *fleet.Options) {
+	fs.Func("hub-qps", "queries per second to the hub API server (default 50)", func(s string) error {
+		_, err := fmt.Sscan(s, &hubQPS)
+		return err
+	})
+	fs.IntVar(&hubBurst, "hub-burst", 100, "burst to the hub API server")
 	fs.Func("spoke-qps", "queries per second per spoke (default 20)", func(s string) error {
 		var v float64
 		_, err := fmt.Sscan(s, &v)
@@ -81,9 +86,24 @@ func run(args []string) error {
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
+// Hub client rate limits (client-go's own default, 5/10, is far too low for
+// a hub with thousands of clusters).
+var (
+	hubQPS   float32 = 50
+	hubBurst         = 100
+)
+
 func hubConfig(path string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if path == "" {
-		return ctrl.GetConfig()
+		cfg, err = ctrl.GetConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
 	}
-	return clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = hubQPS, hubBurst
+	return cfg, nil
 }

@@ -369,8 +369,10 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 // it says changed or its last sync time is older than half a resync period.
 func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time) error {
 	cur := &v1alpha1.MachinePoolSync{}
+	created := false
 	err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur)
 	if apierrors.IsNotFound(err) {
+		created = true
 		cur = &v1alpha1.MachinePoolSync{ObjectMeta: metav1.ObjectMeta{
 			Namespace: mp.Namespace, Name: mp.Name,
 			Labels: map[string]string{"hive.openshift.io/cluster-deployment-name": mp.Spec.ClusterDeploymentRef.Name},
@@ -403,9 +405,19 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	if same {
 		st.Patched = old.Patched
 	}
+	base := cur.DeepCopy()
 	cur.Status = st
-	if err := r.Hub.Status().Update(ctx, cur); err != nil {
-		return fmt.Errorf("update status: %w", err)
+	if created {
+		// The first status is written whole: its counts are required fields.
+		if err := r.Hub.Status().Update(ctx, cur); err != nil {
+			return fmt.Errorf("update status: %w", err)
+		}
+		return nil
+	}
+	// Then merge patches, not Updates: a cached copy one write behind must
+	// not cost a conflict and a retry.
+	if err := r.Hub.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("patch status: %w", err)
 	}
 	return nil
 }

@@ -216,7 +216,7 @@ func (f *Fleet) newAPIServer(name string, extra map[string]string) (*envtest.API
 		Out:          f.opts.Log,
 		Err:          f.opts.Log,
 		StartTimeout: 2 * time.Minute,
-		StopTimeout:  30 * time.Second,
+		StopTimeout:  2 * time.Minute,
 	}
 	args := s.Configure()
 	args.Set("etcd-prefix", "/"+name)

@@ -4,6 +4,7 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"strings"
 )
 
 // trimObject is the spoke cache's DefaultTransform. It keeps only what label and taint
@@ -28,7 +29,7 @@ func trimObject(obj any) (any, error) {
 				UID:               o.UID,
 				ResourceVersion:   o.ResourceVersion,
 				Labels:            o.Labels,
-				Annotations:       o.Annotations,
+				Annotations:       keptAnnotations(o.Annotations),
 				DeletionTimestamp: o.DeletionTimestamp,
 			},
 			Spec: corev1.NodeSpec{
@@ -37,17 +38,58 @@ func trimObject(obj any) (any, error) {
 			},
 		}, nil
 	case *machinev1beta1.Machine:
-		o.ManagedFields = nil
-		o.Spec.ProviderSpec.Value = nil
-		o.Status = machinev1beta1.MachineStatus{NodeRef: o.Status.NodeRef, Phase: o.Status.Phase}
-		return o, nil
+		return &machinev1beta1.Machine{
+			TypeMeta: o.TypeMeta,
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:         o.Namespace,
+				Name:              o.Name,
+				UID:               o.UID,
+				ResourceVersion:   o.ResourceVersion,
+				Labels:            o.Labels,
+				Annotations:       keptAnnotations(o.Annotations),
+				OwnerReferences:   o.OwnerReferences,
+				DeletionTimestamp: o.DeletionTimestamp,
+			},
+			Spec: machinev1beta1.MachineSpec{
+				ObjectMeta: machinev1beta1.ObjectMeta{Labels: o.Spec.ObjectMeta.Labels},
+				Taints:     o.Spec.Taints,
+				ProviderID: o.Spec.ProviderID,
+			},
+			Status: machinev1beta1.MachineStatus{NodeRef: o.Status.NodeRef, Phase: o.Status.Phase},
+		}, nil
 	case *machinev1beta1.MachineSet:
-		o.ManagedFields = nil
-		o.Spec.Template.Spec.ProviderSpec.Value = nil
-		return o, nil
+		// Only what maps a pool to its Machines: labels, name and UID.
+		return &machinev1beta1.MachineSet{
+			TypeMeta: o.TypeMeta,
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:         o.Namespace,
+				Name:              o.Name,
+				UID:               o.UID,
+				ResourceVersion:   o.ResourceVersion,
+				Labels:            o.Labels,
+				DeletionTimestamp: o.DeletionTimestamp,
+			},
+		}, nil
 	case metav1.Object:
 		o.SetManagedFields(nil)
 		return o, nil
 	}
 	return obj, nil
+}
+
+// keptAnnotations keeps only the annotations the planner reads: this
+// controller's bookkeeping (hub-node-metadata.openshift.io/*) and
+// nodelink's machine.openshift.io/machine. Real Nodes carry kilobytes of
+// others' annotations (OVN, MCO, CSI) that would cost hub memory per spoke.
+func keptAnnotations(in map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		if strings.HasPrefix(k, "hub-node-metadata.openshift.io/") || k == "machine.openshift.io/machine" {
+			if out == nil {
+				out = make(map[string]string, 4)
+			}
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -20,10 +20,12 @@ func TestTrimObject(t *testing.T) {
 	taints := []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}}
 	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: "n1"}
 
+	const owned, nodelink = "hub-node-metadata.openshift.io/owned-labels", "machine.openshift.io/machine"
+	kept := map[string]string{owned: "x", nodelink: "ns/m1"}
 	fullMeta := func(ns, name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{
 			Namespace: ns, Name: name, UID: "uid", ResourceVersion: "7", Generation: 3,
-			Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"},
+			Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1", "k8s.ovn.org/node-subnets": "{...}", owned: "x", nodelink: "ns/m1"},
 			DeletionTimestamp: &now, Finalizers: []string{"f"}, ManagedFields: managed,
 			OwnerReferences: []metav1.OwnerReference{{Name: "o"}},
 		}
@@ -46,7 +48,7 @@ func TestTrimObject(t *testing.T) {
 				TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
 				ObjectMeta: metav1.ObjectMeta{
 					Name: "n1", UID: "uid", ResourceVersion: "7",
-					Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"}, DeletionTimestamp: &now,
+					Labels: map[string]string{"l": "1"}, Annotations: kept, DeletionTimestamp: &now,
 				},
 				Spec: corev1.NodeSpec{Taints: taints, ProviderID: "aws:///i-1"},
 			},
@@ -66,7 +68,11 @@ func TestTrimObject(t *testing.T) {
 				},
 			},
 			want: &machinev1beta1.Machine{
-				ObjectMeta: func() metav1.ObjectMeta { m := fullMeta(MachineAPINamespace, "m1"); m.ManagedFields = nil; return m }(),
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: MachineAPINamespace, Name: "m1", UID: "uid", ResourceVersion: "7",
+					Labels: map[string]string{"l": "1"}, Annotations: kept, DeletionTimestamp: &now,
+					OwnerReferences: []metav1.OwnerReference{{Name: "o"}},
+				},
 				Spec: machinev1beta1.MachineSpec{
 					ObjectMeta: machinev1beta1.ObjectMeta{Labels: map[string]string{"node": "label"}},
 					Taints:     taints,
@@ -84,11 +90,10 @@ func TestTrimObject(t *testing.T) {
 				Status: machinev1beta1.MachineSetStatus{Replicas: 3},
 			},
 			want: &machinev1beta1.MachineSet{
-				ObjectMeta: func() metav1.ObjectMeta { m := fullMeta(MachineAPINamespace, "ms"); m.ManagedFields = nil; return m }(),
-				Spec: machinev1beta1.MachineSetSpec{Template: machinev1beta1.MachineTemplateSpec{
-					Spec: machinev1beta1.MachineSpec{Taints: taints},
-				}},
-				Status: machinev1beta1.MachineSetStatus{Replicas: 3},
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: MachineAPINamespace, Name: "ms", UID: "uid", ResourceVersion: "7",
+					Labels: map[string]string{"l": "1"}, DeletionTimestamp: &now,
+				},
 			},
 		},
 		"other object loses managedFields": {

@@ -1,0 +1,175 @@
+// Command bench runs the benchmarks behind `make bench` (see pkg/bench and
+// docs/benchmarks.md) and writes _out/bench/report.md and report.json, then
+// copies the Markdown to docs/benchmarks.md.
+//
+//	bench [flags]              run the benchmark
+//	bench controller [flags]   the controller process the benchmark measures
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/openshift/hub-node-metadata/pkg/bench"
+)
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == "render" {
+		// bench render report.json [out.md]: re-render a saved report.
+		if err := render(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench render:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "controller" {
+		if err := bench.ControllerMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench controller:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctrl.SetLogger(logr.Discard())
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type ints []int
+
+func (v *ints) String() string {
+	var s []string
+	for _, i := range *v {
+		s = append(s, strconv.Itoa(i))
+	}
+	return strings.Join(s, ",")
+}
+
+func (v *ints) Set(s string) error {
+	*v = nil
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		i, err := strconv.Atoi(f)
+		if err != nil {
+			return err
+		}
+		*v = append(*v, i)
+	}
+	return nil
+}
+
+func run() error {
+	cfg := bench.DefaultConfig()
+	gs, gn := ints(cfg.GrowthSpokes), ints(cfg.GrowthNodes)
+	flag.IntVar(&cfg.Spokes, "spokes", cfg.Spokes, "spokes of the main fleet")
+	flag.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "Nodes (pool replicas) per spoke of the main fleet")
+	flag.DurationVar(&cfg.Idle, "idle", cfg.Idle, "window over which an in-sync fleet's requests are counted (the issue says 5m)")
+	flag.IntVar(&cfg.ReactionSamples, "reaction-samples", cfg.ReactionSamples, "samples per reaction case")
+	flag.IntVar(&cfg.ReactionConcurrency, "reaction-concurrency", cfg.ReactionConcurrency, "reaction samples in flight")
+	flag.Float64Var(&cfg.DegradedFraction, "degraded-fraction", cfg.DegradedFraction, "fraction of spokes black-holed / delayed in the isolation step")
+	flag.DurationVar(&cfg.Delay, "delay", cfg.Delay, "answer delay of the slow spokes")
+	flag.Var(&gs, "growth-spokes", "subsets of the main fleet measured again (comma-separated spoke counts)")
+	flag.Var(&gn, "growth-nodes", "Nodes per spoke of the Nodes dimension, grown in place (comma-separated)")
+	flag.IntVar(&cfg.GrowthNodesSpokes, "growth-nodes-spokes", cfg.GrowthNodesSpokes, "spokes of the Nodes dimension (0 skips it)")
+	flag.IntVar(&cfg.SimClusters, "sim-clusters", cfg.SimClusters, "simulated ClusterDeployments (0 skips)")
+	flag.IntVar(&cfg.SimRealSpokes, "sim-real-spokes", cfg.SimRealSpokes, "real spokes the simulated clusters share")
+	flag.IntVar(&cfg.SimNodes, "sim-nodes", cfg.SimNodes, "Machines and Nodes per simulated cluster")
+	flag.Float64Var(&cfg.SimRSSCapMiB, "sim-rss-cap", cfg.SimRSSCapMiB, "stop the simulation when the controller's RSS passes this many MiB (0: no cap)")
+	flag.DurationVar(&cfg.SimTimeout, "sim-timeout", cfg.SimTimeout, "how long to wait for every simulated cluster to be InSync")
+	flag.IntVar(&cfg.MaxRealSpokes, "max-real-spokes", cfg.MaxRealSpokes, "grow the fleet to this many real spokes and check all InSync (0: skip)")
+	flag.IntVar(&cfg.MaxRealNodes, "max-real-nodes", cfg.MaxRealNodes, "Nodes per spoke added by -max-real-spokes")
+	flag.Float64Var(&cfg.HubQPS, "hub-qps", cfg.HubQPS, "controller's hub client QPS (-1: no client-side limit, as in a pod)")
+	flag.IntVar(&cfg.HubBurst, "hub-burst", cfg.HubBurst, "controller's hub client burst")
+	flag.Float64Var(&cfg.SpokeQPS, "spoke-qps", cfg.SpokeQPS, "controller's per-spoke QPS (0: default 20)")
+	flag.IntVar(&cfg.SpokeBurst, "spoke-burst", cfg.SpokeBurst, "controller's per-spoke burst")
+	flag.DurationVar(&cfg.ConvergeTimeout, "converge-timeout", cfg.ConvergeTimeout, "bound of every convergence wait")
+	out := flag.String("out", "_out/bench", "report folder")
+	docs := flag.String("docs", "docs/benchmarks.md", "copy the Markdown report here (empty: don't)")
+	command := flag.String("command", "", "the command to print in the report (default: this command line)")
+	verbose := flag.Bool("v", false, "show the API servers' output")
+	flag.Parse()
+	cfg.GrowthSpokes, cfg.GrowthNodes = gs, gn
+
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.ControllerCommand = []string{exe, "controller"}
+	cfg.OutDir = *out
+	cfg.Log = os.Stderr
+	if *verbose {
+		cfg.FleetLog = os.Stderr
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 2*time.Hour)
+	defer cancelT()
+
+	rep, runErr := bench.Run(ctx, cfg)
+	if rep == nil {
+		return runErr
+	}
+	rep.Command = *command
+	if rep.Command == "" {
+		rep.Command = "go run ./hack/bench " + strings.Join(os.Args[1:], " ")
+	}
+	if runErr != nil {
+		rep.Notes = append(rep.Notes, "the run stopped early: "+runErr.Error())
+	}
+	md := rep.Markdown()
+	js, err := rep.JSON()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "report.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "report.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Println(md)
+	fmt.Printf("wrote %s and %s\n", filepath.Join(*out, "report.md"), filepath.Join(*out, "report.json"))
+	if *docs != "" && runErr == nil {
+		if err := os.WriteFile(*docs, []byte(md), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("copied to %s\n", *docs)
+	}
+	return runErr
+}
+
+func render(args []string) error {
+	data, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	rep := &bench.Report{}
+	if err := json.Unmarshal(data, rep); err != nil {
+		return err
+	}
+	rep.Judge()
+	md := rep.Markdown()
+	if len(args) > 1 {
+		return os.WriteFile(args[1], []byte(md), 0o644)
+	}
+	fmt.Print(md)
+	return nil
+}

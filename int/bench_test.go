@@ -1,0 +1,95 @@
+package int_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openshift/hub-node-metadata/pkg/bench"
+)
+
+// TestBenchPipeline runs the whole `make bench` pipeline at tiny sizes and
+// checks that the report has every section with numbers. It does not check
+// that goals are met: that is the benchmark's job, at its real sizes.
+func TestBenchPipeline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "bench")
+	if out, err := exec.Command("go", "build", "-o", bin, "../hack/bench").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./hack/bench: %v\n%s", err, out)
+	}
+	cfg := bench.DefaultConfig()
+	cfg.Spokes, cfg.Nodes = 2, 3
+	cfg.Idle = 3 * time.Second
+	cfg.ReactionSamples, cfg.ReactionConcurrency = 10, 2
+	cfg.GrowthSpokes = []int{1}
+	cfg.GrowthNodes, cfg.GrowthNodesSpokes = []int{2, 4}, 1
+	cfg.SimClusters, cfg.SimRealSpokes, cfg.SimTimeout = 20, 1, 3*time.Minute
+	cfg.ConvergeTimeout = 2 * time.Minute
+	cfg.ControllerCommand = []string{bin, "controller"}
+	cfg.OutDir = t.TempDir()
+	if os.Getenv("TEST_VERBOSE_LOG") != "" {
+		cfg.Log = os.Stderr
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	rep.Command = "go test ./int -run TestBenchPipeline"
+
+	if rep.Notes != nil {
+		t.Logf("notes: %v", rep.Notes)
+	}
+	c := rep.Convergence
+	if c.Drifted != 2*2*3 || c.AuditPatches == 0 || c.PerObject <= 0 || c.ConvergenceMs <= 0 || c.IdealMs <= 0 {
+		t.Errorf("convergence/write cost: %+v", c)
+	}
+	if rep.Baseline.PatchRTT.N == 0 || rep.Baseline.WatchHop.N == 0 || rep.Baseline.DirectFloorMs <= 0 {
+		t.Errorf("baseline: %+v", rep.Baseline)
+	}
+	if rep.Idle.WindowS != 3 || rep.Idle.Reads == 0 {
+		t.Errorf("idle: %+v", rep.Idle)
+	}
+	rc := rep.Reaction
+	if rc.NewNode.N+rc.BornInSync != 10 || rc.Removal.N != 10 || rc.Removal.P99Ms <= 0 {
+		t.Errorf("reaction: %+v", rc)
+	}
+	if iso := rep.Isolation; iso.Skipped != "" || iso.BlackHoleMs <= 0 || iso.DelayMs <= 0 || iso.BaselineMs <= 0 {
+		t.Errorf("isolation: %+v", iso)
+	}
+	if m := rep.Memory; m.Idle0.RSSMiB <= 0 || m.Idle0.HeapInuseMiB <= 0 || m.At.Memory.RSSMiB <= 0 || m.K != 1 {
+		t.Errorf("memory: %+v", m)
+	}
+	if s := rep.Sim; s.Skipped != "" || s.InSync != 20 || s.Memory.RSSMiB <= 0 || s.NodesLabelled != 20 || !s.Extrapolated {
+		t.Errorf("sim: %+v", s)
+	}
+	// spokes: 1, 2 (main); nodes: 2, 4.
+	if len(rep.Growth) != 4 {
+		t.Errorf("growth: want 4 points, got %d: %+v", len(rep.Growth), rep.Growth)
+	}
+	for _, p := range rep.Growth {
+		if p.Wave.ConvergenceMs <= 0 || p.Wave.Drifted == 0 || p.Memory.RSSMiB <= 0 {
+			t.Errorf("growth point: %+v", p)
+		}
+	}
+	if len(rep.Goals) < 8 {
+		t.Errorf("goals: %+v", rep.Goals)
+	}
+	md := rep.Markdown()
+	for _, h := range []string{"## Goals", "## 1. Write cost", "## 2. Convergence", "## 3. Reaction", "## 4. Hub memory", "## 5. Isolation", "## 6. Cost growth"} {
+		if !strings.Contains(md, h) {
+			t.Errorf("report lacks %q", h)
+		}
+	}
+	if strings.Contains(md, "NaN") || strings.Contains(md, "Inf") {
+		t.Errorf("report has NaN/Inf:\n%s", md)
+	}
+	if _, err := rep.JSON(); err != nil {
+		t.Error(err)
+	}
+	t.Logf("\n%s", md)
+}

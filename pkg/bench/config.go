@@ -1,0 +1,119 @@
+// Package bench is the benchmark behind `make bench`: it starts a local hub
+// and real spoke API servers (pkg/localfleet), runs the controller as a
+// separate process (ControllerMain, the same fleet.NewManager setup as
+// cmd/hub-controller), and measures write cost, convergence against an
+// ideal computed in the same run, reaction times, hub memory, isolation from
+// broken spokes and how these grow with the fleet. Run returns a Report;
+// hack/bench writes it as Markdown and JSON.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config sizes a benchmark run. Zero values take the defaults of
+// DefaultConfig where noted.
+type Config struct {
+	// Spokes × Nodes is the main fleet: one pool per spoke with Nodes
+	// replicas.
+	Spokes, Nodes int
+	// Idle is the window of an in-sync fleet over which requests are counted.
+	Idle time.Duration
+	// ReactionSamples per kind (new Node, out-of-band removal), spread over
+	// the healthy spokes, ReactionConcurrency at a time.
+	ReactionSamples, ReactionConcurrency int
+	// DegradedFraction of the spokes are black-holed, then delayed by
+	// Delay, while the others' convergence is measured (at least 1 spoke
+	// when > 0 and there are 2 or more spokes).
+	DegradedFraction float64
+	Delay            time.Duration
+	// GrowthSpokes are subsets of the main fleet (first N spokes) measured
+	// again; the main fleet is the last point.
+	GrowthSpokes []int
+	// GrowthNodes are the Nodes per spoke of a second set of
+	// GrowthNodesSpokes spokes, grown in place from the first value.
+	GrowthNodes       []int
+	GrowthNodesSpokes int
+	// SimClusters simulated ClusterDeployments over SimRealSpokes real spokes,
+	// SimNodes Machines and Nodes each (0 skips the step).
+	SimClusters, SimRealSpokes, SimNodes int
+	SimTimeout                           time.Duration
+	// SimRSSCapMiB stops the simulation when the controller's RSS passes
+	// it (protects a shared machine); 0 disables.
+	SimRSSCapMiB float64
+	// MaxRealSpokes, when > 0, grows the fleet to that many real spokes
+	// (new ones with MaxRealNodes Nodes) and checks all are InSync.
+	MaxRealSpokes, MaxRealNodes int
+	// HubQPS/HubBurst of the controller's hub client (-1: no client-side
+	// limit, as in a pod). SpokeQPS/SpokeBurst per spoke (0/40: the
+	// hub-controller flag defaults, QPS 20).
+	HubQPS     float64
+	HubBurst   int
+	SpokeQPS   float64
+	SpokeBurst int
+	// ConvergeTimeout bounds every wait for convergence.
+	ConvergeTimeout time.Duration
+	// ControllerCommand runs ControllerMain (e.g. [bench-binary, "controller"]).
+	ControllerCommand []string
+	// OutDir receives controller logs (the report is written by the caller).
+	OutDir string
+	// RepoRoot is the module root (for config/hub); found from the working
+	// directory when empty.
+	RepoRoot string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// FleetLog receives the API servers' output; nil discards it.
+	FleetLog io.Writer
+}
+
+// DefaultConfig is what `make bench` runs.
+func DefaultConfig() Config {
+	return Config{
+		Spokes: 20, Nodes: 50,
+		Idle:            time.Minute,
+		ReactionSamples: 50, ReactionConcurrency: 4,
+		DegradedFraction: 0.1, Delay: 2 * time.Second,
+		GrowthSpokes: []int{5, 10},
+		GrowthNodes:  []int{10, 50, 100}, GrowthNodesSpokes: 10,
+		SimClusters: 2000, SimRealSpokes: 20, SimNodes: 1, SimTimeout: 6 * time.Minute, SimRSSCapMiB: 6144,
+		MaxRealSpokes: 0, MaxRealNodes: 3,
+		HubQPS: -1, SpokeBurst: 40,
+		ConvergeTimeout: 5 * time.Minute,
+	}
+}
+
+func (c Config) validate() error {
+	if c.Spokes < 1 || c.Nodes < 1 {
+		return errors.New("need at least 1 spoke and 1 Node")
+	}
+	if len(c.ControllerCommand) == 0 {
+		return errors.New("ControllerCommand is empty")
+	}
+	if c.OutDir == "" {
+		return errors.New("OutDir is empty")
+	}
+	return nil
+}
+
+// findRoot walks up from the working directory to go.mod.
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}

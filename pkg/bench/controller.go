@@ -1,0 +1,304 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+)
+
+// ControllerMain is the controller process the benchmark measures: the same
+// fleet.NewManager setup as `hub-controller run`, with the production
+// defaults of its flags, plus two things the real binary cannot do: it sets
+// the hub client's QPS/Burst (a kubeconfig file cannot carry them, and with
+// --kubeconfig the real binary gets client-go's 5/10), and it serves
+// /memstats, which runs a GC and returns runtime.MemStats, so the heap is
+// measured after GC. The benchmark runs it as a separate process so that
+// its RSS is the controller's alone.
+func ControllerMain(args []string) error {
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "hub kubeconfig")
+	metricsAddr := fs.String("metrics-bind-address", "127.0.0.1:0", "metrics endpoint")
+	memAddr := fs.String("memstats-bind-address", "127.0.0.1:0", "memstats endpoint")
+	hubQPS := fs.Float64("hub-qps", -1, "hub client QPS (-1: no client-side limit, as ctrl.GetConfig in a pod)")
+	hubBurst := fs.Int("hub-burst", 0, "hub client burst")
+	spokeQPS := fs.Float64("spoke-qps", 0, "per-spoke QPS (0: the default, 20)")
+	spokeBurst := fs.Int("spoke-burst", 40, "per-spoke burst (hub-controller's flag default: 40)")
+	logPath := fs.String("log", "", "log file (default: stderr)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var out io.Writer = os.Stderr
+	if *logPath != "" {
+		fh, err := os.Create(*logPath)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		out = fh
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(out)))
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS = float32(*hubQPS)
+	cfg.Burst = *hubBurst
+	opts := fleet.Options{}
+	opts.Remote.QPS = float32(*spokeQPS)
+	opts.Remote.Burst = *spokeBurst
+	mgr, _, err := fleet.NewManager(cfg, fleet.ManagerConfig{MetricsAddr: *metricsAddr, ProbeAddr: "0"}, opts)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *memAddr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/memstats", func(w http.ResponseWriter, _ *http.Request) {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
+	})
+	go func() { _ = http.Serve(ln, mux) }()
+	fmt.Printf("memstats http://%s/memstats\n", ln.Addr())
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// MemStats is what /memstats returns.
+type MemStats struct {
+	HeapInuse  uint64 `json:"heapInuse"`
+	HeapAlloc  uint64 `json:"heapAlloc"`
+	Sys        uint64 `json:"sys"`
+	Goroutines int    `json:"goroutines"`
+}
+
+// controllerProc is a running controller process.
+type controllerProc struct {
+	cmd      *exec.Cmd
+	metrics  string
+	memstats string
+	logPath  string
+	done     chan struct{} // closed when the process exits
+	err      error         // its exit error, once done is closed
+	stopOnce sync.Once
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startController runs cfg.ControllerCommand with the controller flags.
+func (b *bench) startController(ctx context.Context, name string) (*controllerProc, error) {
+	mport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	sport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &controllerProc{
+		metrics:  fmt.Sprintf("http://127.0.0.1:%d/metrics", mport),
+		memstats: fmt.Sprintf("http://127.0.0.1:%d/memstats", sport),
+		logPath:  filepath.Join(b.outDir, "controller-"+name+".log"),
+		done:     make(chan struct{}),
+	}
+	args := append(append([]string(nil), b.cfg.ControllerCommand[1:]...),
+		"--kubeconfig", b.ctrlKubeconfig,
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", mport),
+		"--memstats-bind-address", fmt.Sprintf("127.0.0.1:%d", sport),
+		"--hub-qps", strconv.FormatFloat(b.cfg.HubQPS, 'f', -1, 64),
+		"--hub-burst", strconv.Itoa(b.cfg.HubBurst),
+		"--spoke-qps", strconv.FormatFloat(b.cfg.SpokeQPS, 'f', -1, 64),
+		"--spoke-burst", strconv.Itoa(b.cfg.SpokeBurst),
+		"--log", p.logPath)
+	p.cmd = exec.Command(b.cfg.ControllerCommand[0], args...)
+	p.cmd.Stdout = io.Discard
+	p.cmd.Stderr = os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := p.scrape(); err == nil {
+			break
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("controller exited: %v (log %s)", p.err, p.logPath)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("controller metrics not up within 1m (log %s)", p.logPath)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return p, nil
+}
+
+func (p *controllerProc) stop() {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	p.stopOnce.Do(func() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+}
+
+// scrape reads the Prometheus text exposition into name{labels} -> value.
+func (p *controllerProc) scrape() (Samples, error) {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(p.metrics)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	return parseSamples(resp.Body)
+}
+
+// memory returns the heap after a GC and the process's VmRSS.
+func (p *controllerProc) memory() (Memory, error) {
+	c := http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(p.memstats)
+	if err != nil {
+		return Memory{}, err
+	}
+	defer resp.Body.Close()
+	var ms MemStats
+	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
+		return Memory{}, err
+	}
+	rss, err := vmRSS(p.cmd.Process.Pid)
+	if err != nil {
+		return Memory{}, err
+	}
+	return Memory{HeapInuseMiB: mib(ms.HeapInuse), HeapAllocMiB: mib(ms.HeapAlloc), RSSMiB: mib(rss), Goroutines: ms.Goroutines}, nil
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// vmRSS reads VmRSS of pid from /proc.
+func vmRSS(pid int) (uint64, error) {
+	fh, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) < 1 {
+				break
+			}
+			kb, err := strconv.ParseUint(f[0], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// Samples are scraped metric samples: "name{k="v",...}" (labels sorted as
+// exposed) -> value.
+type Samples map[string]float64
+
+func parseSamples(r io.Reader) (Samples, error) {
+	out := Samples{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// Sum adds the samples of metric name whose labels include every k="v" in
+// match.
+func (s Samples) Sum(name string, match map[string]string) float64 {
+	total := 0.0
+	for k, v := range s {
+		n, labels, _ := strings.Cut(k, "{")
+		if n != name {
+			continue
+		}
+		ok := true
+		for mk, mv := range match {
+			if !strings.Contains(labels, mk+`="`+mv+`"`) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// controllerKubeconfig writes a kubeconfig that authenticates as the hub
+// admin and impersonates the controller's ServiceAccount (config/hub's RBAC).
+func controllerKubeconfig(path string, admin *rest.Config, user string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["hub"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
+	kc.AuthInfos["hub"] = &clientcmdapi.AuthInfo{
+		Token:                 admin.BearerToken,
+		ClientCertificateData: admin.CertData,
+		ClientKeyData:         admin.KeyData,
+		Impersonate:           user,
+	}
+	kc.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "hub"}
+	kc.CurrentContext = "hub"
+	return clientcmd.WriteToFile(*kc, path)
+}

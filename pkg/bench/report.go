@@ -1,0 +1,397 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Dist summarises samples in milliseconds.
+type Dist struct {
+	N     int     `json:"n"`
+	P50Ms float64 `json:"p50Ms"`
+	P90Ms float64 `json:"p90Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
+	MinMs float64 `json:"minMs"`
+}
+
+func dist(d []time.Duration) Dist {
+	if len(d) == 0 {
+		return Dist{}
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	q := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		i = max(0, min(i, len(s)-1))
+		return ms(s[i])
+	}
+	return Dist{N: len(s), P50Ms: q(0.50), P90Ms: q(0.90), P99Ms: q(0.99), MaxMs: ms(s[len(s)-1]), MinMs: ms(s[0])}
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
+
+// Memory is the controller process's memory.
+type Memory struct {
+	HeapInuseMiB float64 `json:"heapInuseMiB"`
+	HeapAllocMiB float64 `json:"heapAllocMiB"`
+	RSSMiB       float64 `json:"rssMiB"`
+	Goroutines   int     `json:"goroutines"`
+}
+
+// Wave is one pool change on several spokes and its convergence.
+type Wave struct {
+	Label         string             `json:"label"`
+	Spokes        int                `json:"spokes"`
+	NodesPerSpoke float64            `json:"nodesPerSpoke"`
+	Drifted       int                `json:"driftedObjects"`
+	ConvergenceMs float64            `json:"convergenceMs"`
+	PerSpokeMs    map[string]float64 `json:"perSpokeMs"`
+	AuditPatches  int                `json:"auditPatches"`
+	MetricPatched float64            `json:"metricPatched"`
+	RemotePatches float64            `json:"remotePatchRequests"`
+	PerObject     float64            `json:"requestsPerDriftedObject"`
+	Writes        int                `json:"idealWrites"`
+	InFlight      int                `json:"writesInFlight"`
+	IdealMs       float64            `json:"idealMs"`
+	Ratio         float64            `json:"ratioToIdeal"`
+}
+
+// Point is one fleet size of the cost-growth table.
+type Point struct {
+	Dimension string  `json:"dimension"`
+	Wave      Wave    `json:"wave"`
+	Memory    Memory  `json:"memory"`
+	HeapPerSp float64 `json:"heapPerSpokeMiB"`
+	RSSPerSp  float64 `json:"rssPerSpokeMiB"`
+}
+
+// Goal is one figure with its goal.
+type Goal struct {
+	Figure   string `json:"figure"`
+	Measured string `json:"measured"`
+	Goal     string `json:"goal"`
+	Pass     bool   `json:"pass"`
+	Skipped  bool   `json:"skipped,omitempty"`
+	Note     string `json:"note,omitempty"`
+}
+
+// Report is everything one run measured.
+type Report struct {
+	Command  string    `json:"command"`
+	Started  time.Time `json:"started"`
+	Duration string    `json:"duration"`
+	Machine  string    `json:"machine"`
+	Config   struct {
+		Spokes, Nodes, ReactionSamples, SimClusters, SimRealSpokes, SimNodes, MaxRealSpokes int
+		Idle, Delay                                                                         string
+		GrowthSpokes, GrowthNodes                                                           []int
+		GrowthNodesSpokes                                                                   int
+		HubQPS                                                                              float64
+		HubBurst                                                                            int
+		SpokeQPS                                                                            float64
+		SpokeBurst                                                                          int
+		MaxConcurrentClusters, WritesPerCluster                                             int
+	} `json:"config"`
+	Setup struct {
+		FleetStartS float64 `json:"fleetStartS"`
+		PoolsS      float64 `json:"poolsS"`
+		AdoptionS   float64 `json:"adoptionS"`
+	} `json:"setup"`
+	Baseline struct {
+		PatchRTT      Dist    `json:"patchRTT"`
+		WatchHop      Dist    `json:"watchHop"`
+		DirectFloorMs float64 `json:"directWriteFloorMs"`
+		DirectWrites  int     `json:"directWrites"`
+	} `json:"baseline"`
+	Convergence Wave `json:"convergence"`
+	Idle        struct {
+		WindowS             float64        `json:"windowS"`
+		Spokes              int            `json:"spokes"`
+		Audit               AuditCounts    `json:"audit"`
+		Writes              int            `json:"writes"`
+		Reads               int            `json:"reads"`
+		ReadsPerSpokePerMin float64        `json:"readsPerSpokePerMinute"`
+		RemoteByVerb        map[string]int `json:"remoteRequestsByVerb"`
+		Patched             float64        `json:"metricPatched"`
+	} `json:"idle"`
+	Reaction struct {
+		NewNode     Dist `json:"newNode"`
+		BornInSync  int  `json:"newNodeBornInSync"`
+		Removal     Dist `json:"removal"`
+		Unrepaired  int  `json:"unrepaired"`
+		SpokesUsed  int  `json:"spokesUsed"`
+		Concurrency int  `json:"concurrency"`
+	} `json:"reaction"`
+	Isolation struct {
+		Degraded     []string  `json:"degraded"`
+		Healthy      int       `json:"healthy"`
+		BaselinesMs  []float64 `json:"baselinesMs"`
+		BaselineMs   float64   `json:"baselineMs"`
+		BlackHoleMs  float64   `json:"blackHoleMs"`
+		DelayMs      float64   `json:"delayMs"`
+		BlackHoleX   float64   `json:"blackHoleRatio"`
+		DelayX       float64   `json:"delayRatio"`
+		HealedAfterS float64   `json:"degradedConvergedAfterHealS"`
+		Skipped      string    `json:"skipped,omitempty"`
+	} `json:"isolation"`
+	Memory struct {
+		Idle0          Memory  `json:"zeroSpokes"`
+		At             Point   `json:"atK"`
+		HeapPerSpoke   float64 `json:"heapPerSpokeMiB"`
+		RSSPerSpoke    float64 `json:"rssPerSpokeMiB"`
+		K              int     `json:"k"`
+		NodesPerSpoke  float64 `json:"nodesPerSpoke"`
+		MaxRealTarget  int     `json:"maxRealTarget"`
+		MaxRealReached int     `json:"maxRealReached"`
+		MaxRealInSync  int     `json:"maxRealInSync"`
+		MaxRealMemory  Memory  `json:"maxRealMemory"`
+		MaxRealNote    string  `json:"maxRealNote,omitempty"`
+	} `json:"memory"`
+	Sim struct {
+		Clusters         int     `json:"clusters"`
+		RealSpokes       int     `json:"realSpokes"`
+		NodesPerCluster  int     `json:"nodesPerCluster"`
+		CacheNodes       int     `json:"nodesInEachCache"`
+		CacheMachines    int     `json:"machinesInEachCache"`
+		CacheMachineSets int     `json:"machineSetsInEachCache"`
+		SetupS           float64 `json:"setupS"`
+		InSync           int     `json:"inSync"`
+		AllInSyncS       float64 `json:"allInSyncS"`
+		Memory           Memory  `json:"memory"`
+		HeapPerCD        float64 `json:"heapPerClusterMiB"`
+		RSSPerCD         float64 `json:"rssPerClusterMiB"`
+		RSSAt2000MiB     float64 `json:"rssAt2000MiB"`
+		Extrapolated     bool    `json:"extrapolated"`
+		NodesLabelled    int     `json:"nodesLabelled"`
+		HubRequests      float64 `json:"hubRequests"`
+		HubRateWaitS     float64 `json:"hubRateLimiterWaitS"`
+		Skipped          string  `json:"skipped,omitempty"`
+	} `json:"sim"`
+	Growth []Point  `json:"growth"`
+	Goals  []Goal   `json:"goals"`
+	Notes  []string `json:"notes"`
+}
+
+func (r *Report) note(format string, a ...any) { r.Notes = append(r.Notes, fmt.Sprintf(format, a...)) }
+
+func ratioMiss(measured, goal float64) string {
+	if measured <= goal {
+		return ""
+	}
+	return fmt.Sprintf("missed by %.2f× (%.0f%% over)", measured/goal, (measured/goal-1)*100)
+}
+
+// Judge fills Goals from the figures.
+func (r *Report) Judge() {
+	r.Goals = nil
+	add := func(g Goal) { r.Goals = append(r.Goals, g) }
+	c := r.Convergence
+	g := Goal{Figure: "Write cost: requests per drifted object (pool change, audit logs)", Goal: "1.00 (ideal)",
+		Measured: fmt.Sprintf("%.2f (%d patches / %d objects)", c.PerObject, c.AuditPatches, c.Drifted), Pass: c.Drifted > 0 && c.PerObject <= 1.0001}
+	if !g.Pass && c.PerObject > 0 {
+		g.Note = fmt.Sprintf("%.2f extra requests per object", c.PerObject-1)
+	}
+	add(g)
+	add(Goal{Figure: fmt.Sprintf("Writes while in sync (%s window, %d spokes)", time.Duration(r.Idle.WindowS*float64(time.Second)), r.Idle.Spokes),
+		Goal: "0", Measured: fmt.Sprintf("%d writes, %d reads", r.Idle.Writes, r.Idle.Reads), Pass: r.Idle.Writes == 0,
+		Note: fmt.Sprintf("reads: %.1f per spoke per minute", r.Idle.ReadsPerSpokePerMin)})
+	g = Goal{Figure: fmt.Sprintf("Convergence %d spokes × %.0f Nodes vs ideal", c.Spokes, c.NodesPerSpoke), Goal: "≤ 1.5× ideal (at ≥ 20 × 50)",
+		Measured: fmt.Sprintf("%.0f ms vs ideal %.0f ms = %.2f×", c.ConvergenceMs, c.IdealMs, c.Ratio), Pass: c.Ratio > 0 && c.Ratio <= 1.5}
+	g.Note = ratioMiss(c.Ratio, 1.5)
+	if r.Baseline.DirectFloorMs > 0 {
+		g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; direct-write floor on this machine %.0f ms (%.2f× of it)", r.Baseline.DirectFloorMs, c.ConvergenceMs/r.Baseline.DirectFloorMs), "; ")
+	}
+	if c.Spokes < 20 || c.NodesPerSpoke < 50 {
+		g.Note += "; below the goal's size"
+	}
+	add(g)
+	for _, x := range []struct {
+		name string
+		d    Dist
+	}{{"Reaction: new Node linked to a pool's Machine", r.Reaction.NewNode}, {"Reaction: out-of-band label removal", r.Reaction.Removal}} {
+		g := Goal{Figure: x.name + " (p50 / p99)", Goal: "p99 ≤ 2 s",
+			Measured: fmt.Sprintf("%.0f / %.0f ms (n=%d)", x.d.P50Ms, x.d.P99Ms, x.d.N), Pass: x.d.N > 0 && x.d.P99Ms <= 2000}
+		g.Note = ratioMiss(x.d.P99Ms, 2000)
+		if x.d.N < 50 {
+			g.Note = strings.TrimPrefix(g.Note+"; fewer than 50 samples", "; ")
+		}
+		add(g)
+	}
+	s := r.Sim
+	if s.Skipped != "" {
+		add(Goal{Figure: "Hub RSS at 2,000 clusters", Goal: "< 1 GiB", Skipped: true, Note: s.Skipped})
+	} else {
+		g := Goal{Figure: fmt.Sprintf("Hub RSS at 2,000 clusters (simulated: %d CDs on %d real spokes)", s.Clusters, s.RealSpokes), Goal: "< 1 GiB",
+			Measured: fmt.Sprintf("%.0f MiB RSS, %.0f MiB heap; %d/%d InSync", s.Memory.RSSMiB, s.Memory.HeapInuseMiB, s.InSync, s.Clusters), Pass: s.RSSAt2000MiB > 0 && s.RSSAt2000MiB < 1024 && s.InSync == s.Clusters}
+		if s.Extrapolated {
+			g.Measured += fmt.Sprintf("; extrapolated to 2,000: %.0f MiB", s.RSSAt2000MiB)
+			g.Note = "extrapolated linearly from a smaller simulation"
+		}
+		if s.RSSAt2000MiB >= 1024 {
+			g.Note = strings.TrimPrefix(g.Note+"; "+ratioMiss(s.RSSAt2000MiB, 1024), "; ")
+		}
+		if s.InSync < s.Clusters {
+			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; only %d of %d InSync", s.InSync, s.Clusters), "; ")
+		}
+		add(g)
+	}
+	m := r.Memory
+	if m.MaxRealTarget == 0 {
+		add(Goal{Figure: "Real spokes one machine holds", Goal: "≥ 50", Skipped: true, Note: "opt-in: -max-real-spokes 50 (not run by default; see notes)"})
+	} else {
+		add(Goal{Figure: "Real spokes one machine holds", Goal: "≥ 50",
+			Measured: fmt.Sprintf("%d started, %d InSync (target %d)", m.MaxRealReached, m.MaxRealInSync, m.MaxRealTarget), Pass: m.MaxRealInSync >= 50, Note: m.MaxRealNote})
+	}
+	add(Goal{Figure: fmt.Sprintf("Hub memory per connected spoke (%d spokes × %.0f Nodes vs 0)", m.K, m.NodesPerSpoke), Goal: "— (reference: CAPI ≈ 1.3 MiB/cluster)",
+		Measured: fmt.Sprintf("%.2f MiB heap, %.2f MiB RSS", m.HeapPerSpoke, m.RSSPerSpoke), Pass: true, Note: "no goal set; informational"})
+	iso := r.Isolation
+	if iso.Skipped != "" {
+		add(Goal{Figure: "Isolation", Goal: "≤ 1.1×", Skipped: true, Note: iso.Skipped})
+	} else {
+		for _, x := range []struct {
+			name string
+			v, x float64
+		}{{"black-holed", iso.BlackHoleMs, iso.BlackHoleX}, {fmt.Sprintf("answering after %s", r.Config.Delay), iso.DelayMs, iso.DelayX}} {
+			add(Goal{Figure: fmt.Sprintf("Isolation: %d healthy spokes while %d are %s", iso.Healthy, len(iso.Degraded), x.name), Goal: "≤ 1.1× all-healthy",
+				Measured: fmt.Sprintf("%.0f ms vs %.0f ms = %.2f×", x.v, iso.BaselineMs, x.x), Pass: x.x > 0 && x.x <= 1.1, Note: ratioMiss(x.x, 1.1)})
+		}
+	}
+}
+
+// Markdown renders the report.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("# Benchmarks\n\n")
+	p("Produced by `%s` on %s (%s), in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Duration)
+	p("Spokes are real kube-apiservers over one etcd (pkg/localfleet), all on this one machine, with other engineers' tests running beside: timings are noisy and every API server competes for the same cores. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d).\n\n",
+		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, 20), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst)
+	p("## Goals\n\n| figure | measured | goal | result |\n| --- | --- | --- | --- |\n")
+	for _, g := range r.Goals {
+		res := "PASS"
+		switch {
+		case g.Skipped:
+			res = "NOT RUN"
+		case !g.Pass:
+			res = "MISS"
+		}
+		if g.Note != "" {
+			res += " — " + g.Note
+		}
+		p("| %s | %s | %s | %s |\n", g.Figure, or(g.Measured, "—"), g.Goal, res)
+	}
+	c := r.Convergence
+	p("\n## 1. Write cost\n\n")
+	p("A pool change (a new value of one pool label) on all %d spokes at once; %d drifted objects (every Machine and Node of the pools). Patches counted in the spokes' audit logs (hub credential only): %d → **%.2f requests per drifted object**. Controller metrics agree: `hub_node_metadata_patches_total{result=\"Patched\"}` +%.0f, `hub_node_metadata_remote_requests_total{verb=\"patch\"}` +%.0f.\n\n",
+		c.Spokes, c.Drifted, c.AuditPatches, c.PerObject, c.MetricPatched, c.RemotePatches)
+	id := r.Idle
+	p("In sync, over %s on %d spokes: **%d writes**, %d reads. By verb (audit; a watch counts once, when it opens): %s. Reads per spoke per minute: %.1f. Controller metric (all requests by verb): %s; patches_total +%.0f.\n",
+		time.Duration(id.WindowS*float64(time.Second)), id.Spokes, id.Writes, id.Reads, verbs(id.Audit.ByVerb), id.ReadsPerSpokePerMin, verbs(id.RemoteByVerb), id.Patched)
+	p("\n## 2. Convergence\n\n")
+	bl := r.Baseline
+	p("Measured in the same run, before the controller started: patch round-trip (admin merge patch of a Node label, idle) p50 %.1f ms (p90 %.1f, n=%d); watch hop (write → informer event) p50 %.1f ms (n=%d).\n\n", bl.PatchRTT.P50Ms, bl.PatchRTT.P90Ms, bl.PatchRTT.N, bl.WatchHop.P50Ms, bl.WatchHop.N)
+	p("Ideal = RTT × writes / writes in flight + one watch hop = %.1f ms × %d / %d + %.1f ms = **%.0f ms** (writes in flight = min(spokes, MaxConcurrentClusters) × WritesPerCluster).\n\n", bl.PatchRTT.P50Ms, c.Writes, c.InFlight, bl.WatchHop.P50Ms, c.IdealMs)
+	p("Measured (pool update issued → the last Machine and Node seen holding it through the spokes' watches): **%.0f ms = %.2f× ideal**.\n\n", c.ConvergenceMs, c.Ratio)
+	p("Direct-write floor: the same %d writes sent by a plain admin client with the same concurrency, Machine then Node per target, no rate limit: %.0f ms. This is what this machine's CPUs allow; the controller took %.2f× of it.\n", bl.DirectWrites, bl.DirectFloorMs, safeDiv(c.ConvergenceMs, bl.DirectFloorMs))
+	if qpsV, burst := math.Max(r.Config.SpokeQPS, 0), float64(r.Config.SpokeBurst); c.Spokes > 0 {
+		if qpsV == 0 {
+			qpsV = 20
+		}
+		perSpoke := float64(c.Writes) / float64(c.Spokes)
+		p("\nThe controller's per-spoke client rate limit (QPS %g, burst %.0f) alone bounds one spoke's %.0f writes to ≥ (%.0f − %.0f) / %g = %.1f s, a term the ideal leaves out.\n", qpsV, burst, perSpoke, perSpoke, burst, qpsV, math.Max(0, (perSpoke-burst)/qpsV))
+	}
+	rc := r.Reaction
+	p("\n## 3. Reaction\n\n| case | n | p50 | p90 | p99 | max |\n| --- | --- | --- | --- | --- | --- |\n")
+	p("| new Node linked to a pool's Machine | %d | %.0f ms | %.0f ms | %.0f ms | %.0f ms |\n", rc.NewNode.N, rc.NewNode.P50Ms, rc.NewNode.P90Ms, rc.NewNode.P99Ms, rc.NewNode.MaxMs)
+	p("| out-of-band removal of a pool label | %d | %.0f ms | %.0f ms | %.0f ms | %.0f ms |\n\n", rc.Removal.N, rc.Removal.P50Ms, rc.Removal.P90Ms, rc.Removal.P99Ms, rc.Removal.MaxMs)
+	p("Spread over %d healthy spokes, %d at a time. Times run from the watch event that shows the new Node (or the removal) to the watch event that shows the pool's labels and taint on it, both seen by the same admin informer. New Nodes are made by `Spoke.ScaleUp` + `LinkNode` from a MachineSet template that lacks one pool label (changed on the hub only), so every new Node needs a write; %d were born holding everything (the controller had already fixed the Machine) and are left out. Unrepaired within the timeout: %d.\n", rc.SpokesUsed, rc.Concurrency, rc.BornInSync, rc.Unrepaired)
+	m := r.Memory
+	p("\n## 4. Hub memory\n\n")
+	p("Heap is `HeapInuse` right after `runtime.GC()` in the controller process; RSS is its `/proc/<pid>/status` VmRSS.\n\n| connected | heap | RSS | goroutines |\n| --- | --- | --- | --- |\n")
+	p("| 0 spokes (all ClusterDeployments paused) | %.1f MiB | %.1f MiB | %d |\n", m.Idle0.HeapInuseMiB, m.Idle0.RSSMiB, m.Idle0.Goroutines)
+	p("| %d spokes × %.0f Nodes | %.1f MiB | %.1f MiB | %d |\n\n", m.K, m.NodesPerSpoke, m.At.Memory.HeapInuseMiB, m.At.Memory.RSSMiB, m.At.Memory.Goroutines)
+	p("Per connected spoke at %.0f Nodes: **%.2f MiB heap, %.2f MiB RSS**.\n\n", m.NodesPerSpoke, m.HeapPerSpoke, m.RSSPerSpoke)
+	if m.MaxRealTarget > 0 {
+		p("Real spokes: target %d, started %d, InSync %d; controller heap %.1f MiB, RSS %.1f MiB. %s\n\n", m.MaxRealTarget, m.MaxRealReached, m.MaxRealInSync, m.MaxRealMemory.HeapInuseMiB, m.MaxRealMemory.RSSMiB, m.MaxRealNote)
+	} else {
+		p("Real spokes: not run (opt-in, `-max-real-spokes 50`).\n\n")
+	}
+	s := r.Sim
+	if s.Skipped != "" {
+		p("Fleet scale: not run (%s).\n", s.Skipped)
+	} else {
+		p("Fleet scale, **simulated**: %d ClusterDeployments, each with its own namespace, kubeconfig Secret and ClusterDeployment on the hub and its own pool (%d Machine(s) and Node(s), with a pool label the MachineSet template lacks, so each needs real writes), spread over %d real spokes that they share. Every simulated cluster is its own connection and cache in the controller, and each cache holds all of its shared spoke's objects (%d Nodes, %d Machines, %d MachineSets), so the per-cluster cache is overstated: an upper bound.\n\n",
+			s.Clusters, s.NodesPerCluster, s.RealSpokes, s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
+		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap / RSS | %.0f MiB / %.0f MiB |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f (client-side rate limiter wait %.1f s) |\n\n",
+			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.HubRateWaitS)
+	}
+	iso := r.Isolation
+	p("\n## 5. Isolation\n\n")
+	if iso.Skipped != "" {
+		p("Not run: %s.\n", iso.Skipped)
+	} else {
+		p("Degraded (behind `localfleet.Proxy` from the start): %s. Convergence of the %d other spokes after a pool change on all spokes:\n\n| run | healthy spokes converged | ratio |\n| --- | --- | --- |\n", strings.Join(iso.Degraded, ", "), iso.Healthy)
+		p("| all healthy (mean of %v ms) | %.0f ms | 1.00× |\n| %d black-holed | %.0f ms | %.2f× |\n| %d answering after %s | %.0f ms | %.2f× |\n\n", iso.BaselinesMs, iso.BaselineMs, len(iso.Degraded), iso.BlackHoleMs, iso.BlackHoleX, len(iso.Degraded), r.Config.Delay, iso.DelayMs, iso.DelayX)
+		p("After healing, the degraded spokes converged in %.1f s.\n", iso.HealedAfterS)
+	}
+	p("\n## 6. Cost growth\n\n| dimension | spokes × Nodes | drifted | convergence | ideal | ratio | requests/object | heap | RSS | heap/spoke | RSS/spoke |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, g := range r.Growth {
+		w := g.Wave
+		p("| %s | %d × %.0f | %d | %.0f ms | %.0f ms | %.2f× | %.2f | %.1f MiB | %.1f MiB | %.2f MiB | %.2f MiB |\n", g.Dimension, w.Spokes, w.NodesPerSpoke, w.Drifted, w.ConvergenceMs, w.IdealMs, w.Ratio, w.PerObject, g.Memory.HeapInuseMiB, g.Memory.RSSMiB, g.HeapPerSp, g.RSSPerSp)
+	}
+	p("\nPer-spoke memory is (memory − the 0-spoke baseline) / spokes.\n")
+	p("\n## How to run\n\n`make bench` builds `hack/bench` into `_out/bench/bench` and runs it with the control plane from `hack/controlplane.sh`; it writes `_out/bench/report.md` and `_out/bench/report.json` and copies the Markdown here. Sizes are flags, passed with `BENCH_FLAGS`, e.g. `make bench BENCH_FLAGS='-idle 5m -max-real-spokes 50'`; `_out/bench/bench -h` lists them (`-spokes`, `-nodes`, `-idle`, `-reaction-samples`, `-growth-spokes`, `-growth-nodes`, `-sim-clusters`, `-sim-real-spokes`, `-max-real-spokes`, `-hub-qps`, `-spoke-qps`, ...). `go test ./int -run TestBenchPipeline` runs the same pipeline at tiny sizes. Controller logs of each step are in `_out/bench/controller-*.log`.\n")
+	if len(r.Notes) > 0 {
+		p("\n## Notes\n\n")
+		for _, n := range r.Notes {
+			p("- %s\n", n)
+		}
+	}
+	return b.String()
+}
+
+func qps(v, def float64) string {
+	switch {
+	case v < 0:
+		return "unlimited"
+	case v == 0 && def == 0:
+		return "client-go default"
+	case v == 0:
+		return fmt.Sprintf("%.0f", def)
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+func or(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func safeDiv(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func verbs(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
+
+const simKey = "bench.example.com/sim"
+
+// sim registers SimClusters ClusterDeployments over SimRealSpokes real
+// spokes: each with its own namespace, kubeconfig Secret (the shared
+// spoke's hub credential, direct address), ClusterDeployment and pool of
+// SimNodes Machines and Nodes whose pool label the MachineSet template
+// lacks. Every other ClusterDeployment is paused.
+func (b *bench) sim(ctx context.Context) {
+	s := &b.rep.Sim
+	n := b.cfg.SimClusters
+	if n <= 0 {
+		s.Skipped = "-sim-clusters 0"
+		return
+	}
+	all := b.f.Spokes()
+	real := all[:min(max(b.cfg.SimRealSpokes, 1), len(all))]
+	if len(b.rep.Isolation.Degraded) > 0 && len(all) > len(b.rep.Isolation.Degraded) {
+		// Keep clear of the spokes behind proxies.
+		healthy := all[:len(all)-len(b.rep.Isolation.Degraded)]
+		real = healthy[:min(len(real), len(healthy))]
+	}
+	s.Clusters, s.RealSpokes, s.NodesPerCluster = n, len(real), max(b.cfg.SimNodes, 1)
+	b.logf("sim: %d ClusterDeployments on %d real spokes", n, len(real))
+
+	kcs := map[string][]byte{}
+	for _, sp := range real {
+		kc, err := sp.HubKubeconfig(ctx)
+		if err != nil {
+			s.Skipped = "failed: " + err.Error()
+			return
+		}
+		cfg, err := clientcmd.Load(kc)
+		if err != nil {
+			s.Skipped = "failed: " + err.Error()
+			return
+		}
+		for _, c := range cfg.Clusters {
+			c.Server = sp.URL()
+		}
+		if kcs[sp.Name], err = clientcmd.Write(*cfg); err != nil {
+			s.Skipped = "failed: " + err.Error()
+			return
+		}
+	}
+	start := time.Now()
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ferr error
+	for i := range n {
+		sp := real[i%len(real)]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := b.simCluster(ctx, sp, kcs[sp.Name], i); err != nil {
+				mu.Lock()
+				if ferr == nil {
+					ferr = err
+				}
+				mu.Unlock()
+			}
+		}()
+		if i > 0 && i%500 == 0 {
+			b.logf("sim: %d registered", i)
+		}
+	}
+	wg.Wait()
+	if ferr != nil {
+		s.Skipped = "set-up failed: " + ferr.Error()
+		return
+	}
+	s.SetupS = time.Since(start).Seconds()
+	// What each cache holds: all of its shared spoke's objects.
+	sp := real[0]
+	nodes := &corev1.NodeList{}
+	machines := &machinev1beta1.MachineList{}
+	msets := &machinev1beta1.MachineSetList{}
+	_ = sp.Admin.List(ctx, nodes)
+	_ = sp.Admin.List(ctx, machines, client.InNamespace(localfleet.MachineAPINamespace))
+	_ = sp.Admin.List(ctx, msets, client.InNamespace(localfleet.MachineAPINamespace))
+	s.CacheNodes, s.CacheMachines, s.CacheMachineSets = len(nodes.Items), len(machines.Items), len(msets.Items)
+	b.logf("sim: set up in %s; each cache holds %d Nodes, %d Machines, %d MachineSets", time.Since(start).Round(time.Second), s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
+
+	keep := map[string]bool{}
+	for i := range n {
+		keep[simName(i)+"/"+simName(i)] = true
+	}
+	if _, err := b.setPaused(ctx, keep); err != nil {
+		s.Skipped = "failed: " + err.Error()
+		return
+	}
+	proc, err := b.startController(ctx, "sim")
+	if err != nil {
+		s.Skipped = "failed: " + err.Error()
+		return
+	}
+	defer proc.stop()
+	start = time.Now()
+	lastLog := time.Now()
+	wctx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	capped := false
+	got, err := b.waitState(wctx, proc, fleet.StateInSync, n, b.cfg.SimTimeout, func(k int) {
+		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil && b.cfg.SimRSSCapMiB > 0 && mib(rss) > b.cfg.SimRSSCapMiB {
+			capped = true
+			b.logf("sim: controller RSS %.0f MiB passed the cap of %.0f MiB with %d InSync: stopping", mib(rss), b.cfg.SimRSSCapMiB, k)
+			stopWait()
+		}
+		if time.Since(lastLog) > 15*time.Second {
+			b.logf("sim: %d of %d InSync after %s", k, n, time.Since(start).Round(time.Second))
+			lastLog = time.Now()
+		}
+	})
+	s.InSync = got
+	s.AllInSyncS = time.Since(start).Seconds()
+	if capped {
+		b.rep.note("simulation: stopped when the controller's RSS passed the -sim-rss-cap of %.0f MiB, with %d of %d clusters InSync", b.cfg.SimRSSCapMiB, got, n)
+	} else if err != nil {
+		b.rep.note("simulation: %d of %d clusters InSync when it stopped waiting: %v", got, n, err)
+	}
+	time.Sleep(5 * time.Second)
+	if s.Memory, err = proc.memory(); err != nil {
+		b.rep.note("simulation memory: %v", err)
+	}
+	if sm, err := proc.scrape(); err == nil {
+		s.HubRequests = sm.Sum("rest_client_requests_total", map[string]string{"host": hostOf(b.f.Hub.Config.Host)})
+		s.HubRateWaitS = sm.Sum("rest_client_rate_limiter_duration_seconds_sum", nil)
+	}
+	m0 := b.rep.Memory.Idle0
+	s.HeapPerCD = (s.Memory.HeapInuseMiB - m0.HeapInuseMiB) / float64(n)
+	s.RSSPerCD = (s.Memory.RSSMiB - m0.RSSMiB) / float64(n)
+	s.RSSAt2000MiB = s.Memory.RSSMiB
+	if n < 2000 {
+		s.Extrapolated = true
+		s.RSSAt2000MiB = m0.RSSMiB + s.RSSPerCD*2000
+	}
+	for _, sp := range real {
+		list := &corev1.NodeList{}
+		if err := sp.Admin.List(ctx, list, client.HasLabels{simKey}); err == nil {
+			for _, nd := range list.Items {
+				if nd.Labels[simKey] != "" {
+					s.NodesLabelled++
+				}
+			}
+		}
+	}
+	b.logf("sim: %d/%d InSync in %.0f s; heap %.0f MiB, RSS %.0f MiB; %d Nodes labelled", got, n, s.AllInSyncS, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.NodesLabelled)
+}
+
+func hostOf(u string) string {
+	if i := len("https://"); len(u) > i && u[:i] == "https://" {
+		u = u[i:]
+	}
+	for len(u) > 0 && u[len(u)-1] == '/' {
+		u = u[:len(u)-1]
+	}
+	return u
+}
+
+func simName(i int) string { return fmt.Sprintf("sim-%04d", i) }
+
+func (b *bench) simCluster(ctx context.Context, sp *localfleet.Spoke, kc []byte, i int) error {
+	hubc := b.f.Hub.Client
+	name := simName(i)
+	if err := hubc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		return err
+	}
+	secret := name + "-admin-kubeconfig"
+	if err := hubc.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: secret}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{localfleet.KubeconfigKey: kc}}); err != nil {
+		return err
+	}
+	infra := name + "-inf"
+	cd := localfleet.NewClusterDeployment(name, name).WithInfraID(infra).WithKubeconfigSecret(secret).
+		WithAnnotation(pausedKey, "true").Build()
+	if err := hubc.Create(ctx, cd); err != nil {
+		return err
+	}
+	if err := localfleet.SetCondition(ctx, hubc, cd, hivev1.UnreachableCondition, corev1.ConditionFalse, "ClusterReachable", "cluster is reachable"); err != nil {
+		return err
+	}
+	poolName := fmt.Sprintf("p%04d", i)
+	mp := localfleet.NewMachinePool(name, name, poolName).WithReplicas(max(b.cfg.SimNodes, 1)).
+		WithLabels(map[string]string{simKey: name}).Build()
+	if err := hubc.Create(ctx, mp); err != nil {
+		return err
+	}
+	tmpl := mp.DeepCopy()
+	tmpl.Spec.Labels = nil // the template lacks the pool label: real work for the controller
+	ms := localfleet.MachineSetFor(infra, tmpl, localfleet.Zone)
+	if err := sp.Admin.Create(ctx, ms); err != nil {
+		return err
+	}
+	for j := range max(b.cfg.SimNodes, 1) {
+		m := localfleet.MachineFor(ms, fmt.Sprintf("%s-%d", ms.Name, j), fmt.Sprintf("aws:///%s/i-%s-%d", localfleet.Zone, name, j))
+		if err := sp.Admin.Create(ctx, m); err != nil {
+			return err
+		}
+		node := localfleet.NodeFor(m, fmt.Sprintf("%s-n%d.ec2.internal", name, j), localfleet.Zone, j)
+		if err := sp.Admin.Create(ctx, node); err != nil {
+			return err
+		}
+		m.Status.NodeRef = &corev1.ObjectReference{Kind: "Node", Name: node.Name, UID: node.UID}
+		m.Status.Phase = ptr.To("Running")
+		if err := sp.Admin.Status().Update(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
