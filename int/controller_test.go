@@ -237,10 +237,7 @@ func TestControllerEndToEnd(t *testing.T) {
 		return hasEvent(ctx, hub, s1.Name, s1.Name+"-infra", fleet.EventApplied)
 	})
 
-	// Least authority: the spokes' audit logs hold only the allowed requests.
-	for _, s := range f.Spokes() {
-		assertAllowedAudit(t, s)
-	}
+	// Least authority: startFleet's cleanup checks the spokes' audit logs.
 }
 
 func TestControllerDryRunWritesNothing(t *testing.T) {
@@ -330,7 +327,9 @@ func assertAllowedAudit(t *testing.T, s *localfleet.Spoke) {
 		}
 		seen[e.Verb+" "+e.ObjectRef.Resource]++
 	}
-	t.Logf("%s: audit log: %v", s.Name, seen)
+	if testing.Verbose() {
+		t.Logf("%s: audit log: %v", s.Name, seen)
+	}
 }
 
 // controllerConfig returns a hub config that acts as the controller's

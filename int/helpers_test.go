@@ -26,6 +26,11 @@ func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 	}
 	t.Logf("local fleet: hub + %d spokes up in %s", n, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
+		// Whatever the test did, the hub's credential sent each spoke only
+		// the requests the allow-list permits.
+		for _, s := range f.Spokes() {
+			assertAllowedAudit(t, s)
+		}
 		if err := f.Stop(); err != nil {
 			t.Errorf("stop fleet: %v", err)
 		}
