@@ -21,18 +21,22 @@ type contestTracker struct {
 	now       func() time.Time
 
 	mu      gosync.Mutex
-	patches map[string][]time.Time // cluster|kind|name -> recent patch times
-	desired map[string]string      // cluster|kind|name -> desired metadata those patches applied
-	until   map[string]time.Time   // cluster|kind|name -> held until
-	pools   map[string]string      // cluster|kind|name -> pool
+	records map[string]map[string]*contestRecord // cluster -> kind|name -> record
+}
+
+// contestRecord is what is known of one object's recent patches.
+type contestRecord struct {
+	pool    string
+	desired string      // fingerprint of the metadata the patches applied
+	patches []time.Time // within the window
+	until   time.Time   // held until then (zero: not held)
 }
 
 func newContestTracker(threshold int, window time.Duration) *contestTracker {
-	return &contestTracker{threshold: threshold, window: window, now: time.Now,
-		patches: map[string][]time.Time{}, desired: map[string]string{}, until: map[string]time.Time{}, pools: map[string]string{}}
+	return &contestTracker{threshold: threshold, window: window, now: time.Now, records: map[string]map[string]*contestRecord{}}
 }
 
-func contestKey(cluster, kind, name string) string { return cluster + "|" + kind + "|" + name }
+func objectKey(kind, name string) string { return kind + "|" + name }
 
 // isHeld reports whether t's Machine or Node is held now.
 func (c *contestTracker) isHeld(cluster string, t nmsync.Target) bool {
@@ -42,20 +46,19 @@ func (c *contestTracker) isHeld(cluster string, t nmsync.Target) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	keys := []string{contestKey(cluster, nmsync.ResultKindMachine, t.Machine.Name)}
+	keys := []string{objectKey(nmsync.ResultKindMachine, t.Machine.Name)}
 	if t.Node != nil {
-		keys = append(keys, contestKey(cluster, nmsync.ResultKindNode, t.Node.Name))
+		keys = append(keys, objectKey(nmsync.ResultKindNode, t.Node.Name))
 	}
 	for _, k := range keys {
-		if until, ok := c.until[k]; ok {
-			if now.Before(until) {
-				return true
-			}
-			delete(c.until, k)
-			delete(c.pools, k)
-			delete(c.patches, k)
-			delete(c.desired, k)
+		rec := c.records[cluster][k]
+		if rec == nil || rec.until.IsZero() {
+			continue
 		}
+		if now.Before(rec.until) {
+			return true
+		}
+		delete(c.records[cluster], k) // released: start counting afresh
 	}
 	return false
 }
@@ -70,22 +73,24 @@ func (c *contestTracker) record(cluster, pool, desired string, r nmsync.Result) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	k := contestKey(cluster, r.Kind, r.Name)
-	if c.desired[k] != desired {
-		c.desired[k] = desired
-		delete(c.patches, k)
+	if c.records[cluster] == nil {
+		c.records[cluster] = map[string]*contestRecord{}
 	}
-	recent := c.patches[k][:0]
-	for _, t := range c.patches[k] {
+	k := objectKey(r.Kind, r.Name)
+	rec := c.records[cluster][k]
+	if rec == nil || rec.desired != desired {
+		rec = &contestRecord{pool: pool, desired: desired}
+		c.records[cluster][k] = rec
+	}
+	recent := rec.patches[:0]
+	for _, t := range rec.patches {
 		if now.Sub(t) < c.window {
 			recent = append(recent, t)
 		}
 	}
-	recent = append(recent, now)
-	c.patches[k] = recent
-	if len(recent) >= c.threshold {
-		c.until[k] = now.Add(c.window)
-		c.pools[k] = pool
+	rec.patches = append(recent, now)
+	if len(rec.patches) >= c.threshold {
+		rec.until = now.Add(c.window)
 		return true
 	}
 	return false
@@ -105,8 +110,8 @@ func (c *contestTracker) setGauge(m *Metrics, cluster, pool string) {
 	c.mu.Lock()
 	n := 0
 	now := c.now()
-	for k, p := range c.pools {
-		if p == pool && now.Before(c.until[k]) && len(k) > len(cluster) && k[:len(cluster)+1] == cluster+"|" {
+	for _, rec := range c.records[cluster] {
+		if rec.pool == pool && now.Before(rec.until) {
 			n++
 		}
 	}
@@ -118,25 +123,7 @@ func (c *contestTracker) setGauge(m *Metrics, cluster, pool string) {
 func (c *contestTracker) forget(cluster string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := cluster + "|"
-	for _, m := range []map[string]time.Time{c.until} {
-		for k := range m {
-			if len(k) > len(p) && k[:len(p)] == p {
-				delete(m, k)
-			}
-		}
-	}
-	for k := range c.patches {
-		if len(k) > len(p) && k[:len(p)] == p {
-			delete(c.patches, k)
-			delete(c.desired, k)
-		}
-	}
-	for k := range c.pools {
-		if len(k) > len(p) && k[:len(p)] == p {
-			delete(c.pools, k)
-		}
-	}
+	delete(c.records, cluster)
 }
 
 // fingerprint identifies a pool's desired metadata, so that patches for a

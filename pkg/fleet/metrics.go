@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"errors"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -167,8 +166,3 @@ func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 }
 
 func clusterKey(namespace, name string) string { return namespace + "/" + name }
-
-func splitKey(key string) (string, string) {
-	ns, name, _ := strings.Cut(key, "/")
-	return ns, name
-}

@@ -114,10 +114,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if syncErr != nil {
 		return reconcile.Result{}, syncErr
 	}
-	if state == StateUnreachable || state == StateIneligible || state == StatePaused {
-		// A connect event (pkg/remote) or a hub change brings us back.
-		return reconcile.Result{RequeueAfter: r.jitter(r.Opts.ResyncPeriod)}, nil
-	}
+	// Watches and connect events bring the cluster back sooner; this is the
+	// safety net, whatever the state.
 	return reconcile.Result{RequeueAfter: r.jitter(r.Opts.ResyncPeriod)}, nil
 }
 
@@ -391,18 +389,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	if changed {
 		st.LastChangeTime = &now
 	}
-	if st.Phase == v1alpha1.PhaseInSync || st.Phase == v1alpha1.PhaseDrifted || st.Phase == v1alpha1.PhaseRefused {
+	synced := st.Phase == v1alpha1.PhaseInSync || st.Phase == v1alpha1.PhaseDrifted || st.Phase == v1alpha1.PhaseRefused
+	if synced {
 		st.LastSyncTime = &now
 	}
 	old := cur.Status
-	same := old.Phase == st.Phase && old.Reason == st.Reason && old.Message == st.Message && old.Total == st.Total &&
-		old.Synced == st.Synced && old.Drifted == st.Drifted && old.Skipped == st.Skipped && old.Cluster == st.Cluster &&
-		old.Pool == st.Pool && old.ObservedGeneration == st.ObservedGeneration && !changed
-	fresh := old.LastSyncTime != nil && now.Sub(old.LastSyncTime.Time) < r.Opts.ResyncPeriod/2
-	if same && (fresh || st.LastSyncTime == old.LastSyncTime) {
-		return nil
-	}
-	if same {
+	if !changed && sameSummary(old, st) {
+		// Nothing new to say: write only to refresh an aging last sync time.
+		if !synced || (old.LastSyncTime != nil && now.Sub(old.LastSyncTime.Time) < r.Opts.ResyncPeriod/2) {
+			return nil
+		}
 		st.Patched = old.Patched
 	}
 	base := cur.DeepCopy()
@@ -420,6 +416,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		return fmt.Errorf("patch status: %w", err)
 	}
 	return nil
+}
+
+// sameSummary reports whether two statuses say the same, leaving aside their
+// times and the last batch's Patched count.
+func sameSummary(a, b v1alpha1.MachinePoolSyncStatus) bool {
+	a.LastSyncTime, a.LastChangeTime, a.Patched = nil, nil, 0
+	b.LastSyncTime, b.LastChangeTime, b.Patched = nil, nil, 0
+	return a == b
 }
 
 // reportOrphans marks the pools that name a ClusterDeployment that does not

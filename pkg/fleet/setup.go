@@ -137,7 +137,6 @@ func CacheOptions() cache.Options {
 			&hivev1.ClusterDeployment{}: {Transform: TrimClusterDeployment},
 			&hivev1.MachinePool{}:       {Transform: trimMachinePool},
 		},
-		ReaderFailOnMissingInformer: false,
 	}
 }
 

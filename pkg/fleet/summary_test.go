@@ -148,3 +148,17 @@ func TestContestTracker(t *testing.T) {
 		}
 	}
 }
+
+func TestSameSummaryIgnoresTimesAndPatched(t *testing.T) {
+	now := metav1.Now()
+	a := v1alpha1.MachinePoolSyncStatus{Phase: v1alpha1.PhaseInSync, Total: 4, Synced: 4, Patched: 4, LastSyncTime: &now}
+	b := a
+	b.Patched, b.LastSyncTime, b.LastChangeTime = 0, nil, &now
+	if !sameSummary(a, b) {
+		t.Error("times and Patched must not count as a change")
+	}
+	b.Synced = 3
+	if sameSummary(a, b) {
+		t.Error("a different count must count as a change")
+	}
+}
