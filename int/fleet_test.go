@@ -1,10 +1,7 @@
 package int_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -172,37 +169,13 @@ func TestAuditLogRecordsHubCredential(t *testing.T) {
 	}
 }
 
-type auditEvent struct {
-	UserAgent       string    `json:"userAgent"`
-	RequestReceived time.Time `json:"requestReceivedTimestamp"`
-	Verb            string    `json:"verb"`
-	RequestURI      string    `json:"requestURI"`
-	User            struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef struct {
-		Resource  string `json:"resource"`
-		Namespace string `json:"namespace"`
-		APIGroup  string `json:"apiGroup"`
-	} `json:"objectRef"`
-}
+type auditEvent = localfleet.AuditEvent
 
 func readAudit(t *testing.T, path string) []auditEvent {
 	t.Helper()
-	fh, err := os.Open(path)
+	out, err := localfleet.ReadAudit(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer fh.Close()
-	var out []auditEvent
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit line: %v", err)
-		}
-		out = append(out, e)
 	}
 	return out
 }

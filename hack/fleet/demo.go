@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -253,25 +251,12 @@ func printPools(ctx context.Context, hub client.Client) {
 }
 
 func auditSummary(path string) string {
-	fh, err := os.Open(path)
+	events, err := localfleet.ReadAudit(path)
 	if err != nil {
 		return err.Error()
 	}
-	defer fh.Close()
 	counts := map[string]int{}
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e struct {
-			Verb       string `json:"verb"`
-			RequestURI string `json:"requestURI"`
-			ObjectRef  struct {
-				Resource string `json:"resource"`
-			} `json:"objectRef"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue
-		}
+	for _, e := range events {
 		what := e.ObjectRef.Resource
 		if what == "" {
 			what, _, _ = strings.Cut(e.RequestURI, "?")

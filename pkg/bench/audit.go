@@ -1,20 +1,10 @@
 package bench
 
 import (
-	"bufio"
-	"encoding/json"
-	"io"
 	"os"
-)
 
-type auditEvent struct {
-	AuditID   string `json:"auditID"`
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
-	ObjectRef struct {
-		Resource string `json:"resource"`
-	} `json:"objectRef"`
-}
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
 
 // AuditCounts are the hub's requests as a spoke's audit log records them.
 type AuditCounts struct {
@@ -63,21 +53,8 @@ func auditSize(path string) int64 {
 // countAudit counts the audit log's entries from offset on.
 func countAudit(path string, offset int64) (AuditCounts, error) {
 	out := AuditCounts{ByVerb: map[string]int{}, PatchesByResource: map[string]int{}}
-	fh, err := os.Open(path)
-	if err != nil {
-		return out, err
-	}
-	defer fh.Close()
-	if _, err := fh.Seek(offset, io.SeekStart); err != nil {
-		return out, err
-	}
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			continue // a line cut at the offset
-		}
+	events, err := localfleet.ReadAuditFrom(path, offset)
+	for _, e := range events {
 		if e.Verb == "watch" {
 			if e.Stage != "ResponseStarted" {
 				continue
@@ -90,5 +67,5 @@ func countAudit(path string, offset int64) (AuditCounts, error) {
 			out.PatchesByResource[e.ObjectRef.Resource]++
 		}
 	}
-	return out, sc.Err()
+	return out, err
 }
