@@ -101,6 +101,12 @@ func hasTaint(k, v string, e corev1.TaintEffect) func(corev1.Node) bool {
 	}
 }
 
+// waitInSync waits until the infra pool of s reports InSync.
+func waitInSync(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *localfleet.Spoke, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, s.Name+" infra InSync", timeout, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+}
+
 // waitFor polls cond every 100ms and reports how long it took.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
 	t.Helper()

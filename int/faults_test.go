@@ -90,7 +90,7 @@ func TestFaultSpokeKilledMidRollout(t *testing.T) {
 	addInfraPool(t, ctx, s, 20)
 	addInfraPool(t, ctx, other, 2)
 	startController(t, ctx, controllerConfig(t, ctx, f), slowOptions())
-	waitFor(t, "adopted", 2*time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	waitInSync(t, ctx, f, s, 2*time.Minute)
 	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
 	skip := auditLines(t, s)
 
@@ -126,7 +126,7 @@ func TestFaultSlowSpoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitFor(t, "adopted", 2*time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	waitInSync(t, ctx, f, s, 2*time.Minute)
 	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
 	skip := auditLines(t, s)
 	proxy.SetDelay(500 * time.Millisecond)
@@ -146,7 +146,7 @@ func TestFaultHubRestart(t *testing.T) {
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)
 	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitFor(t, "adopted", time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	waitInSync(t, ctx, f, s, time.Minute)
 	if err := f.RestartHub(); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 	opts.ContestedThreshold = 3
 	opts.ContestedWindow = time.Minute
 	startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	waitFor(t, "adopted", time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	waitInSync(t, ctx, f, s, time.Minute)
 	nodes, _ := s.Nodes(ctx, "infra")
 	victim := nodes[0].Name
 	skip := auditLines(t, s)

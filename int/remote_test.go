@@ -51,7 +51,7 @@ func TestUnreachableAndBlackHoledSpokesDoNotHoldOthers(t *testing.T) {
 	}
 	r := startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
 	for _, s := range f.Spokes() {
-		waitFor(t, s.Name+" InSync", time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+		waitInSync(t, ctx, f, s, time.Minute)
 	}
 
 	proxy.BlackHole(true)
@@ -128,7 +128,7 @@ func TestBadKubeconfigSecrets(t *testing.T) {
 	}
 	good, bad := f.Spokes()[0], f.Spokes()[1]
 	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitFor(t, "InSync", time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, bad); return p == v1alpha1.PhaseInSync })
+	waitInSync(t, ctx, f, bad, time.Minute)
 	original, err := bad.HubKubeconfig(ctx)
 	if err != nil {
 		t.Fatal(err)

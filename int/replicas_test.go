@@ -11,7 +11,6 @@ import (
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 
-	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/localfleet"
 )
@@ -54,7 +53,7 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 20)
 	kc := controllerKubeconfig(t, ctx, f)
-	slow := append([]string{"--writes-per-cluster", "1", "--spoke-qps", "5", "--spoke-burst", "1"}, leaseFlags...)
+	slow := append(append([]string{}, slowFlags...), leaseFlags...)
 	a := startBinary(t, kc, slow...)
 	b := startBinary(t, kc, slow...)
 	var leader, follower *controllerProcess
@@ -67,7 +66,7 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 		}
 		return leader != nil
 	})
-	waitFor(t, "adopted", 2*time.Minute, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
+	waitInSync(t, ctx, f, s, 2*time.Minute)
 	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
 	skip := auditLines(t, s)
 

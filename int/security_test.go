@@ -27,7 +27,7 @@ func TestNoCredentialMaterialInLogsOrEvents(t *testing.T) {
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
 	p := startBinary(t, controllerKubeconfig(t, ctx, f), "--zap-log-level", "debug")
-	waitFor(t, "InSync", time.Minute, func() bool { ph, _ := poolReason(ctx, f.Hub.Client, s); return ph == v1alpha1.PhaseInSync })
+	waitInSync(t, ctx, f, s, time.Minute)
 
 	var secrets []string
 	remember := func(kc []byte) {
