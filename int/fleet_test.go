@@ -5,15 +5,14 @@ import (
 	"testing"
 	"time"
 
-	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
 // spokeClientFromHub builds a client for a spoke the way the controller
@@ -36,13 +35,9 @@ func spokeClientFromHub(t *testing.T, ctx context.Context, f *localfleet.Fleet, 
 	if cfg.Insecure || len(cfg.CAData) == 0 {
 		t.Fatalf("kubeconfig must verify TLS with the spoke's CA")
 	}
-	// A static mapper, like the controller's: no discovery requests, so the
-	// spokes' audit logs stay within the hub's allow-list.
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("Node"), meta.RESTScopeRoot)
-	mapper.Add(machinev1beta1.GroupVersion.WithKind("Machine"), meta.RESTScopeNamespace)
-	mapper.Add(machinev1beta1.GroupVersion.WithKind("MachineSet"), meta.RESTScopeNamespace)
-	c, err := client.New(cfg, client.Options{Scheme: localfleet.Scheme(), Mapper: mapper})
+	// The controller's static mapper: no discovery requests, so the spokes'
+	// audit logs stay within the hub's allow-list.
+	c, err := client.New(cfg, client.Options{Scheme: localfleet.Scheme(), Mapper: remote.NewRESTMapper()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupVersion is the API's group and version.
@@ -12,12 +11,16 @@ var GroupVersion = schema.GroupVersion{Group: "hubnodemetadata.openshift.io", Ve
 
 var (
 	// SchemeBuilder registers the types.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds the types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
-func init() { SchemeBuilder.Register(&MachinePoolSync{}, &MachinePoolSyncList{}) }
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &MachinePoolSync{}, &MachinePoolSyncList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
 
 // Phases of a pool's sync.
 const (

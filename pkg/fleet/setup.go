@@ -7,7 +7,6 @@ import (
 	gosync "sync"
 	"time"
 
-	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,17 +114,6 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// SpokeScheme knows the kinds read from spokes: Nodes, Machines, MachineSets.
-func SpokeScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, machinev1beta1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
-
 // CacheOptions restrict the hub cache to what the controller reads, trimmed:
 // ClusterDeployments (only the fields eligibility and connection need),
 // MachinePools (no status) and MachinePoolSyncs. Secrets are never cached:
@@ -193,9 +181,6 @@ func trimMachinePool(obj any) (any, error) {
 // cmd/hub-controller and the int suites call it alike.
 func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	opts = opts.WithDefaults()
-	if opts.Remote.Scheme == nil {
-		opts.Remote.Scheme = SpokeScheme()
-	}
 	if opts.Remote.Metrics == nil {
 		remoteMetricsOnce.Do(func() { remoteMetrics = remote.NewMetrics(metrics.Registry) })
 		opts.Remote.Metrics = remoteMetrics

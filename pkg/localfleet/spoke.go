@@ -2,10 +2,10 @@ package localfleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -318,39 +319,26 @@ func (s *Spoke) ClusterDeployment(ctx context.Context) (*hivev1.ClusterDeploymen
 // SetCondition sets one ClusterDeployment condition through the status
 // subresource, as Hive would.
 func SetCondition(ctx context.Context, c client.Client, cd *hivev1.ClusterDeployment, t hivev1.ClusterDeploymentConditionType, status corev1.ConditionStatus, reason, message string) error {
-	for range 5 {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &hivev1.ClusterDeployment{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(cd), cur); err != nil {
 			return err
 		}
 		now := metav1.NewTime(time.Now())
-		found := false
-		for i := range cur.Status.Conditions {
-			if cur.Status.Conditions[i].Type == t {
-				cur.Status.Conditions[i].Status = status
-				cur.Status.Conditions[i].Reason = reason
-				cur.Status.Conditions[i].Message = message
-				cur.Status.Conditions[i].LastTransitionTime = now
-				cur.Status.Conditions[i].LastProbeTime = now
-				found = true
-			}
-		}
-		if !found {
-			cur.Status.Conditions = append(cur.Status.Conditions, hivev1.ClusterDeploymentCondition{
-				Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: now, LastProbeTime: now,
-			})
+		cond := hivev1.ClusterDeploymentCondition{Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: now, LastProbeTime: now}
+		i := slices.IndexFunc(cur.Status.Conditions, func(c hivev1.ClusterDeploymentCondition) bool { return c.Type == t })
+		if i < 0 {
+			cur.Status.Conditions = append(cur.Status.Conditions, cond)
+		} else {
+			cur.Status.Conditions[i] = cond
 		}
 		if cur.Status.PowerState == "" {
 			cur.Status.PowerState = hivev1.ClusterPowerStateRunning
 		}
-		err := c.Status().Update(ctx, cur)
-		if err == nil {
-			*cd = *cur
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
+		if err := c.Status().Update(ctx, cur); err != nil {
 			return err
 		}
-	}
-	return errors.New("set condition: too many conflicts")
+		*cd = *cur
+		return nil
+	})
 }

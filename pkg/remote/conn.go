@@ -78,7 +78,7 @@ func (c *Cache) newConn(cluster types.NamespacedName, p *prepared) (*conn, error
 	cn.http = &http.Client{Transport: hc.Transport, Timeout: c.opts.RequestTimeout, CheckRedirect: noRedirect}
 	cacheHTTP := &http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}
 
-	mapper := newRESTMapper()
+	mapper := NewRESTMapper()
 	live, err := client.New(cfg, client.Options{HTTPClient: cn.http, Scheme: c.opts.Scheme, Mapper: mapper})
 	if err != nil {
 		return nil, newConnError(ReasonSecretInvalid, err, "building client for %s", cn.server)

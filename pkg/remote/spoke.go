@@ -40,9 +40,9 @@ var (
 	gvkMachineSet = machinev1beta1.GroupVersion.WithKind("MachineSet")
 )
 
-// newRESTMapper is the static mapper for the only three kinds the hub uses on a spoke, so no
+// NewRESTMapper is the static mapper for the only three kinds the hub uses on a spoke, so no
 // discovery request is ever made.
-func newRESTMapper() meta.RESTMapper {
+func NewRESTMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, machinev1beta1.GroupVersion})
 	for _, k := range []struct {
 		gvk              schema.GroupVersionKind
