@@ -910,20 +910,8 @@ func (b *bench) growth(ctx context.Context) {
 	// Nodes per spoke, on a second set of spokes grown in place.
 	if len(b.cfg.GrowthNodes) > 0 && b.cfg.GrowthNodesSpokes > 0 {
 		b.logf("growth: %d more spokes for the Nodes dimension", b.cfg.GrowthNodesSpokes)
-		var added []*localfleet.Spoke
-		var mu sync.Mutex
-		err := forEach(make([]*localfleet.Spoke, b.cfg.GrowthNodesSpokes), 4, func(int, *localfleet.Spoke) error {
-			s, err := b.f.AddSpoke(ctx)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			added = append(added, s)
-			mu.Unlock()
-			return nil
-		})
+		added, err := b.f.AddSpokes(ctx, b.cfg.GrowthNodesSpokes)
 		if err == nil {
-			sort.Slice(added, func(i, j int) bool { return added[i].Name < added[j].Name })
 			err = b.addPools(ctx, added, b.cfg.GrowthNodes[0])
 		}
 		cur := b.cfg.GrowthNodes[0]
@@ -1000,18 +988,9 @@ func (b *bench) maxReal(ctx context.Context) {
 	need := b.cfg.MaxRealSpokes - have
 	b.logf("max real spokes: adding %d spokes with %d Nodes each", max(need, 0), b.cfg.MaxRealNodes)
 	var added []*localfleet.Spoke
-	var mu sync.Mutex
 	if need > 0 {
-		err := forEach(make([]*localfleet.Spoke, need), 4, func(int, *localfleet.Spoke) error {
-			s, err := b.f.AddSpoke(ctx)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			added = append(added, s)
-			mu.Unlock()
-			return nil
-		})
+		var err error
+		added, err = b.f.AddSpokes(ctx, need)
 		if err != nil {
 			m.MaxRealNote = fmt.Sprintf("adding spokes stopped: %v", err)
 		}

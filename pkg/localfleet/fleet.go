@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -141,18 +142,30 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
 	}
 	f.Hub = hub
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(opts.StartConcurrency)
-	for range opts.Spokes {
-		g.Go(func() error {
-			_, err := f.AddSpoke(gctx)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if _, err := f.AddSpokes(ctx, opts.Spokes); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// AddSpokes starts n more spokes, Options.StartConcurrency at a time, and
+// returns them sorted by name. On error the spokes started so far stay in
+// the fleet (Stop stops them).
+func (f *Fleet) AddSpokes(ctx context.Context, n int) ([]*Spoke, error) {
+	added := make([]*Spoke, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(f.opts.StartConcurrency)
+	for i := range n {
+		g.Go(func() error {
+			s, err := f.AddSpoke(gctx)
+			added[i] = s
+			return err
+		})
+	}
+	err := g.Wait()
+	added = slices.DeleteFunc(added, func(s *Spoke) bool { return s == nil })
+	sort.Slice(added, func(i, j int) bool { return added[i].seq < added[j].seq })
+	return added, err
 }
 
 // Dir is the fleet's working folder.
