@@ -124,18 +124,9 @@ func planLabels(kind Kind, observed, declared map[string]string, owned map[strin
 	for _, k := range p.record {
 		want := declared[k]
 		have, present := observed[k]
-		var op Op
-		switch {
-		case !present:
-			op = OpAdd
-		case have == want && owned[k]:
+		op := opFor(present, have == want, owned[k])
+		if op == "" {
 			continue
-		case have == want:
-			op = OpAdopt
-		case owned[k]:
-			op = OpUpdate
-		default:
-			op = OpOverride
 		}
 		p.changes = append(p.changes, Change{Kind: kind, Op: op, Key: k, From: have, To: want})
 		if op != OpAdopt {
@@ -185,17 +176,7 @@ func planTaints(observed, declared []corev1.Taint, owned map[string]bool) taintP
 			continue
 		case isDeclared:
 			seen[id] = true
-			var op Op
-			switch {
-			case t.Value == w.Value && owned[id]:
-			case t.Value == w.Value:
-				op = OpAdopt
-			case owned[id]:
-				op = OpUpdate
-			default:
-				op = OpOverride
-			}
-			if op != "" {
+			if op := opFor(true, t.Value == w.Value, owned[id]); op != "" {
 				p.changes = append(p.changes, Change{Kind: KindTaint, Op: op, Key: id, From: t.Value, To: w.Value})
 			}
 			if t.Value != w.Value {
@@ -220,6 +201,23 @@ func planTaints(observed, declared []corev1.Taint, owned map[string]bool) taintP
 	p.record = append([]string(nil), order...)
 	sort.Strings(p.record)
 	return p
+}
+
+// opFor says what a declared item needs, given whether the object has it,
+// whether its value is the wanted one, and whether we own it; "" is nothing.
+func opFor(present, sameValue, owned bool) Op {
+	switch {
+	case !present:
+		return OpAdd
+	case sameValue && owned:
+		return ""
+	case sameValue:
+		return OpAdopt
+	case owned:
+		return OpUpdate
+	default:
+		return OpOverride
+	}
 }
 
 func taintID(t corev1.Taint) string { return t.Key + taintEffectSeparator + string(t.Effect) }
