@@ -10,7 +10,9 @@ import (
 
 	"github.com/go-logr/logr"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
@@ -130,6 +132,9 @@ type Cache struct {
 	secrets client.Reader
 	opts    Options
 	log     logr.Logger
+	// Shared by every spoke connection: both are read-only once built.
+	mapper meta.RESTMapper
+	codecs serializer.CodecFactory
 
 	mu       sync.Mutex
 	clusters map[types.NamespacedName]*entry
@@ -173,6 +178,8 @@ func NewCache(secrets client.Reader, opts Options) *Cache {
 		secrets:  secrets,
 		opts:     opts,
 		log:      opts.Logger.WithName("remote"),
+		mapper:   NewRESTMapper(),
+		codecs:   serializer.NewCodecFactory(opts.Scheme),
 		clusters: map[types.NamespacedName]*entry{},
 		done:     make(chan struct{}),
 	}
@@ -552,9 +559,7 @@ func (c *Cache) connect(ctx context.Context, t target) (*conn, connKey, error) {
 	if err != nil {
 		return fail(fmt.Errorf("probing %s: %w", cn.server, err))
 	}
-	if err := cn.startCache(ctx, func() { c.notify(t.cluster) }); err != nil {
-		return fail(err)
-	}
+	cn.startCache(ctx)
 	// Abort the sync as soon as the spoke rejects our credentials.
 	syncCtx, cancelSync := context.WithCancel(connectCtx)
 	defer cancelSync()
@@ -573,11 +578,6 @@ func (c *Cache) connect(ctx context.Context, t target) (*conn, connKey, error) {
 			return fail(fmt.Errorf("syncing cache of %s: %w", cn.server, last))
 		}
 		return fail(newConnError(ReasonTimeout, nil, "cache of %s did not sync within %s", cn.server, c.opts.ConnectTimeout))
-	}
-	select {
-	case err := <-cn.cacheErr:
-		return fail(fmt.Errorf("cache of %s stopped: %w", cn.server, err))
-	default:
 	}
 	return cn, p.key, nil
 }
@@ -602,8 +602,6 @@ func (c *Cache) monitor(ctx context.Context, e *entry, w *worker, cn *conn) resu
 			return result{reason: ReasonConnecting, message: "stopping"}
 		case <-cn.authFailed:
 			return authResult()
-		case err := <-cn.cacheErr:
-			return result{reason: classify(err), message: fmt.Sprintf("cache of %s stopped: %v", cn.server, err), isError: true, stable: stable}
 		case <-w.wake:
 			c.mu.Lock()
 			changed := e.desiredKey != cn.key

@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,13 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
-	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -29,12 +24,11 @@ type conn struct {
 	key    connKey
 	server string
 	spoke  *spoke
-	cache  ctrlcache.Cache
+	cache  *spokeCache
 	http   *http.Client // Timeout = RequestTimeout; live client and probe
 	dials  *dialTracker
 
 	authFailed chan struct{} // cap 1; a 401 (or 403 on a read) was seen
-	cacheErr   chan error    // cap 1; cache.Start returned before we stopped it
 
 	mu      sync.Mutex
 	lastErr error // last transport error or auth failure, for classifying a failed sync
@@ -50,13 +44,17 @@ func (c *Cache) newConn(cluster types.NamespacedName, p *prepared) (*conn, error
 		server:     p.cfg.Host,
 		dials:      &dialTracker{conns: map[net.Conn]struct{}{}},
 		authFailed: make(chan struct{}, 1),
-		cacheErr:   make(chan error, 1),
 	}
 	u, err := url.Parse(p.cfg.Host)
 	if err != nil {
 		return nil, newConnError(ReasonSecretInvalid, nil, "server %s is not a URL", p.cfg.Host)
 	}
 	cfg := rest.CopyConfig(p.cfg)
+	if cfg.QPS > 0 {
+		// One token bucket per spoke, shared by the live client and the cache's lists and
+		// watches (client-go would otherwise give each REST client its own).
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
 	cfg.Dial = cn.dials.wrap(p.cfg.Dial)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return &guardTransport{
@@ -78,26 +76,16 @@ func (c *Cache) newConn(cluster types.NamespacedName, p *prepared) (*conn, error
 	cn.http = &http.Client{Transport: hc.Transport, Timeout: c.opts.RequestTimeout, CheckRedirect: noRedirect}
 	cacheHTTP := &http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}
 
-	mapper := NewRESTMapper()
-	live, err := client.New(cfg, client.Options{HTTPClient: cn.http, Scheme: c.opts.Scheme, Mapper: mapper})
+	live, err := client.New(cfg, client.Options{HTTPClient: cn.http, Scheme: c.opts.Scheme, Mapper: c.mapper})
 	if err != nil {
 		return nil, newConnError(ReasonSecretInvalid, err, "building client for %s", cn.server)
 	}
 	cacheCfg := rest.CopyConfig(cfg)
 	cacheCfg.Timeout = 0
-	machineAPI := map[string]ctrlcache.Config{MachineAPINamespace: {}}
-	cc, err := ctrlcache.New(cacheCfg, ctrlcache.Options{
-		HTTPClient:                  cacheHTTP,
-		Scheme:                      c.opts.Scheme,
-		Mapper:                      mapper,
-		ReaderFailOnMissingInformer: true,
-		DefaultNamespaces:           machineAPI,
-		DefaultTransform:            trimObject,
-		ByObject: map[client.Object]ctrlcache.ByObject{
-			&corev1.Node{}:               {},
-			&machinev1beta1.Machine{}:    {Namespaces: machineAPI},
-			&machinev1beta1.MachineSet{}: {Namespaces: machineAPI},
-		},
+	cc, err := newSpokeCache(cacheCfg, cacheHTTP, c.codecs, c.log.WithValues("cluster", cluster.String()), func() {
+		if cn.spoke.check() == nil {
+			c.notify(cluster)
+		}
 	})
 	if err != nil {
 		return nil, newConnError(ReasonSecretInvalid, err, "building cache for %s", cn.server)
@@ -161,43 +149,14 @@ func (cn *conn) probe(ctx context.Context) error {
 	return nil
 }
 
-// startCache registers the event handlers and starts the cache under ctx.
-func (cn *conn) startCache(ctx context.Context, notify func()) error {
-	handler := toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) {
-			if cn.spoke.check() == nil {
-				notify()
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			if cn.spoke.check() == nil && changed(oldObj, newObj) {
-				notify()
-			}
-		},
-		DeleteFunc: func(any) {
-			if cn.spoke.check() == nil {
-				notify()
-			}
-		},
-	}
-	for _, obj := range []client.Object{&corev1.Node{}, &machinev1beta1.Machine{}, &machinev1beta1.MachineSet{}} {
-		inf, err := cn.cache.GetInformer(ctx, obj, ctrlcache.BlockUntilSynced(false))
-		if err != nil {
-			return fmt.Errorf("informer for %T: %w", obj, err)
-		}
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return fmt.Errorf("event handler for %T: %w", obj, err)
-		}
-	}
+// startCache starts the cache under ctx.
+func (cn *conn) startCache(ctx context.Context) {
 	ctx, cn.cancelCache = context.WithCancel(ctx)
 	cn.cacheDone = make(chan struct{})
 	go func() {
 		defer close(cn.cacheDone)
-		if err := cn.cache.Start(ctx); err != nil {
-			cn.cacheErr <- err
-		}
+		cn.cache.Start(ctx)
 	}()
-	return nil
 }
 
 // close stops the cache, waits for it, and closes every TCP connection the transport made.
@@ -209,21 +168,6 @@ func (cn *conn) close() {
 	}
 	cn.http.CloseIdleConnections()
 	cn.dials.closeAll()
-}
-
-// changed filters out updates that make no difference to the trimmed object (Node status
-// heartbeats only bump resourceVersion once status is dropped). Resyncs (same
-// resourceVersion) pass, so periodic resync still reaches subscribers.
-func changed(oldObj, newObj any) bool {
-	o, ok1 := oldObj.(client.Object)
-	n, ok2 := newObj.(client.Object)
-	if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
-		return true
-	}
-	oc, nc := o.DeepCopyObject().(client.Object), n.DeepCopyObject().(client.Object)
-	oc.SetResourceVersion("")
-	nc.SetResourceVersion("")
-	return !equality.Semantic.DeepEqual(oc, nc)
 }
 
 // dialTracker remembers every TCP connection of one spoke connection so teardown can close

@@ -24,8 +24,7 @@ func DialReader(ctx context.Context, secrets client.Reader, cd *hivev1.ClusterDe
 	if err != nil {
 		return nil, nil, &notConnectedError{cluster: key.String(), reason: classify(err), message: err.Error()}
 	}
-	c := &Cache{opts: opts, log: opts.Logger}
-	cn, err := c.newConn(key, p)
+	cn, err := NewCache(secrets, opts).newConn(key, p) // never started: only its shared parts are used
 	if err != nil {
 		return nil, nil, &notConnectedError{cluster: key.String(), reason: classify(err), message: err.Error()}
 	}

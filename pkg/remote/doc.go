@@ -61,13 +61,18 @@
 //
 // # Memory
 //
-// Each spoke costs one transport, one live client and one cache of three informers. The cache
-// starts no informer on demand (ReaderFailOnMissingInformer), watches Machines and MachineSets
-// only in openshift-machine-api, strips managedFields, keeps of a Node only name, uid,
-// resourceVersion, labels, annotations, deletionTimestamp, spec.taints and spec.providerID, and
-// drops providerSpec/providerStatus payloads and Machine status except nodeRef and phase.
-// Cached objects are therefore incomplete: compute patches, never Update from them. Updates
-// that change nothing in the trimmed object (Node heartbeats) are not notified.
+// Each spoke costs one transport (one HTTP/2 connection), one live client and one cache: a
+// client-go Reflector per kind (Nodes; Machines and MachineSets in openshift-machine-api)
+// feeding a compact store, about 14 goroutines in all. Only what sync.Targets can map to a
+// pool is listed: MachineSets labelled hive.openshift.io/machine-pool and Machines labelled
+// machine.openshift.io/cluster-api-machineset. Each object is kept as a record of the fields
+// the planner reads (name, uid, resourceVersion, labels, this controller's and nodelink's
+// annotations, deletionTimestamp, taints, providerID; for a Machine also its owners,
+// spec.metadata.labels, nodeRef and phase), with label strings interned, since keys and most
+// values repeat across a fleet. Reads return new objects built from the records, so cached
+// objects are incomplete: compute patches, never Update from them. Updates that change
+// nothing in the record (Node heartbeats) are not notified. The REST mapper and codecs are
+// shared by every connection.
 //
 // # Notifications
 //
@@ -82,8 +87,8 @@
 //
 // # Trade-offs
 //
-// Break-before-make on rotation leaves a cluster briefly disconnected. One informer set per
-// spoke is a full watch of its Nodes (trimmed), which is what makes drift visible at once;
+// Break-before-make on rotation leaves a cluster briefly disconnected. A watch per kind per
+// spoke includes a full watch of its Nodes (compacted), which is what makes drift visible at once;
 // the price is hub memory proportional to fleet Nodes. Metrics of requests have no cluster
 // label, to bound cardinality; per-cluster health is in connected and connection_errors_total.
 package remote

@@ -21,9 +21,9 @@ import (
 // connection is torn down (health failure, rotation, Forget, ineligibility) every call fails at
 // once with an error wrapping ErrNotConnected; get a fresh Spoke from Cache.GetSpoke.
 type Spoke interface {
-	// Reader reads from the spoke's trimmed cache: MachineSets and Machines in
-	// openshift-machine-api, and Nodes. Other types fail (the cache does not start informers on
-	// demand). Cached objects are trimmed (see doc.go): patch from them, never Update.
+	// Reader reads from the spoke's trimmed cache: the pools' MachineSets and Machines in
+	// openshift-machine-api, and Nodes. Other types fail (the cache holds nothing else).
+	// Cached objects are trimmed (see doc.go): patch from them, never Update.
 	client.Reader
 	// Live reads straight from the spoke API server (e.g. to re-read after a conflict).
 	Live() client.Reader

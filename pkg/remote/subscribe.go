@@ -11,7 +11,7 @@ import (
 const subscriberBuffer = 128
 
 // subscriber delivers cluster keys to one consumer without ever dropping a notification and
-// without ever blocking the producer (an informer handler or a connection worker).
+// without ever blocking the producer (a cache event or a connection worker).
 //
 // Every notification for a cluster that is not yet queued appends it to a FIFO queue; a
 // notification for a cluster already queued is merged into that entry. A pump goroutine moves

@@ -9,10 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	toolscache "k8s.io/client-go/tools/cache"
 )
 
-func TestTrimObject(t *testing.T) {
+func TestCompact(t *testing.T) {
 	now := metav1.Now()
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	phase := "Running"
@@ -68,6 +67,7 @@ func TestTrimObject(t *testing.T) {
 				},
 			},
 			want: &machinev1beta1.Machine{
+				TypeMeta: metav1.TypeMeta{Kind: "Machine", APIVersion: "machine.openshift.io/v1beta1"},
 				ObjectMeta: metav1.ObjectMeta{
 					Namespace: MachineAPINamespace, Name: "m1", UID: "uid", ResourceVersion: "7",
 					Labels: map[string]string{"l": "1"}, Annotations: kept, DeletionTimestamp: &now,
@@ -90,55 +90,74 @@ func TestTrimObject(t *testing.T) {
 				Status: machinev1beta1.MachineSetStatus{Replicas: 3},
 			},
 			want: &machinev1beta1.MachineSet{
+				TypeMeta: metav1.TypeMeta{Kind: "MachineSet", APIVersion: "machine.openshift.io/v1beta1"},
 				ObjectMeta: metav1.ObjectMeta{
 					Namespace: MachineAPINamespace, Name: "ms", UID: "uid", ResourceVersion: "7",
 					Labels: map[string]string{"l": "1"}, DeletionTimestamp: &now,
 				},
 			},
 		},
-		"other object loses managedFields": {
-			in:   &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: managed}, Data: map[string]string{"k": "v"}},
-			want: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"k": "v"}},
-		},
-		"tombstone passes through": {
-			in:   toolscache.DeletedFinalStateUnknown{Key: "n1"},
-			want: toolscache.DeletedFinalStateUnknown{Key: "n1"},
-		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := trimObject(tc.in)
+			r, err := compact(tc.in)
 			if err != nil {
 				t.Fatal(err)
 			}
+			got := expand(r, tc.in)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("trimObject (-want +got):\n%s", diff)
+				t.Errorf("compact then expand (-want +got):\n%s", diff)
 			}
-			again, _ := trimObject(got)
-			if diff := cmp.Diff(got, again); diff != "" {
-				t.Errorf("not idempotent (-once +twice):\n%s", diff)
+			r2, err := compact(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.sameContent(r2) || r.rv != r2.rv {
+				t.Errorf("not idempotent: %+v then %+v", r, r2)
 			}
 		})
 	}
+	if _, err := compact(&corev1.ConfigMap{}); err == nil {
+		t.Error("compact accepted a ConfigMap")
+	}
 }
 
-func TestChanged(t *testing.T) {
-	node := func(rv string, labels map[string]string) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv, Labels: labels}}
+// expand turns r back into an object of in's kind.
+func expand(r *record, in any) any {
+	switch in.(type) {
+	case *corev1.Node:
+		o := r.node()
+		return &o
+	case *machinev1beta1.Machine:
+		o := r.machine()
+		return &o
+	default:
+		o := r.machineSet()
+		return &o
+	}
+}
+
+func TestSameContent(t *testing.T) {
+	node := func(rv string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Reason: rv}}}}
 	}
 	tests := map[string]struct {
-		old, new any
+		old, new *corev1.Node
 		want     bool
 	}{
-		"resync (same resourceVersion)": {node("1", nil), node("1", nil), true},
-		"heartbeat (only rv differs)":   {node("1", map[string]string{"a": "b"}), node("2", map[string]string{"a": "b"}), false},
-		"label changed":                 {node("1", map[string]string{"a": "b"}), node("2", map[string]string{"a": "c"}), true},
-		"not objects":                   {"x", "y", true},
+		"heartbeat (only rv and status differ)": {node("1", map[string]string{"a": "b"}), node("2", map[string]string{"a": "b"}), true},
+		"label changed":                         {node("1", map[string]string{"a": "b"}), node("2", map[string]string{"a": "c"}), false},
+		"label added":                           {node("1", nil), node("2", map[string]string{"a": ""}), false},
+		"taint value changed": {node("1", nil, corev1.Taint{Key: "k", Value: "1", Effect: corev1.TaintEffectNoSchedule}),
+			node("2", nil, corev1.Taint{Key: "k", Value: "2", Effect: corev1.TaintEffectNoSchedule}), false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := changed(tc.old, tc.new); got != tc.want {
-				t.Errorf("changed = %v, want %v", got, tc.want)
+			a, _ := compact(tc.old)
+			b, _ := compact(tc.new)
+			if got := a.sameContent(b); got != tc.want {
+				t.Errorf("sameContent = %v, want %v", got, tc.want)
 			}
 		})
 	}
