@@ -28,7 +28,10 @@ func TestBenchPipeline(t *testing.T) {
 	cfg.ReactionSamples, cfg.ReactionConcurrency = 10, 2
 	cfg.GrowthSpokes = []int{1}
 	cfg.GrowthNodes, cfg.GrowthNodesSpokes = []int{2, 4}, 1
-	cfg.SimClusters, cfg.SimRealSpokes, cfg.SimTimeout = 20, 1, 3*time.Minute
+	// 2 main spokes + 1 of the Nodes dimension; the ceiling step adds one, which the
+	// simulation then shares.
+	cfg.MaxRealSpokes, cfg.MaxRealNodes = 4, 2
+	cfg.SimClusters, cfg.SimRealSpokes, cfg.SimTimeout = 20, 0, 3*time.Minute
 	cfg.ConvergeTimeout = 2 * time.Minute
 	cfg.ControllerCommand = []string{bin, "controller"}
 	cfg.OutDir = t.TempDir()
@@ -48,7 +51,10 @@ func TestBenchPipeline(t *testing.T) {
 	if c.Drifted != 2*2*3 || c.AuditPatches == 0 || c.PerObject <= 0 || c.ConvergenceMs <= 0 || c.IdealMs <= 0 {
 		t.Errorf("convergence/write cost: %+v", c)
 	}
-	if rep.Baseline.PatchRTT.N == 0 || rep.Baseline.WatchHop.N == 0 || rep.Baseline.DirectFloorMs <= 0 {
+	if c.IdleIdealMs <= 0 || c.Ratio <= 0 || c.IdleRatio <= 0 {
+		t.Errorf("ideals: %+v", c)
+	}
+	if bl := rep.Baseline; bl.PatchRTT.N == 0 || bl.WatchHop.N == 0 || bl.DirectFloorMs <= 0 || bl.LoadedRTT.N != bl.DirectWrites || bl.LoadedRTT.MeanMs <= 0 || bl.LoadedInFlight <= 0 {
 		t.Errorf("baseline: %+v", rep.Baseline)
 	}
 	if rep.Idle.WindowS != 3 || rep.Idle.Reads == 0 {
@@ -64,7 +70,10 @@ func TestBenchPipeline(t *testing.T) {
 	if m := rep.Memory; m.Idle0.RSSMiB <= 0 || m.Idle0.HeapInuseMiB <= 0 || m.At.Memory.RSSMiB <= 0 || m.K != 1 {
 		t.Errorf("memory: %+v", m)
 	}
-	if s := rep.Sim; s.Skipped != "" || s.InSync != 20 || s.Memory.RSSMiB <= 0 || s.NodesLabelled != 20 || !s.Extrapolated {
+	if m := rep.Memory; m.MaxRealReached != 4 || m.MaxRealInSync != 4 {
+		t.Errorf("real-spoke ceiling: %+v", m)
+	}
+	if s := rep.Sim; s.Skipped != "" || s.InSync != 20 || s.Memory.RSSMiB <= 0 || s.NodesLabelled != 20 || !s.Extrapolated || s.RealSpokes != 1 {
 		t.Errorf("sim: %+v", s)
 	}
 	// spokes: 1, 2 (main); nodes: 2, 4.

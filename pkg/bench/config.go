@@ -39,7 +39,8 @@ type Config struct {
 	// GrowthNodesSpokes spokes, grown in place from the first value.
 	GrowthNodes       []int
 	GrowthNodesSpokes int
-	// SimClusters simulated ClusterDeployments over SimRealSpokes real spokes,
+	// SimClusters simulated ClusterDeployments over SimRealSpokes real spokes
+	// (0: every spoke the MaxRealSpokes step added, else every healthy one),
 	// SimNodes Machines and Nodes each (0 skips the step).
 	SimClusters, SimRealSpokes, SimNodes int
 	SimTimeout                           time.Duration
@@ -75,13 +76,13 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Spokes: 20, Nodes: 50,
-		Idle:            time.Minute,
+		Idle:            5 * time.Minute,
 		ReactionSamples: 50, ReactionConcurrency: 4,
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100}, GrowthNodesSpokes: 10,
-		SimClusters: 2000, SimRealSpokes: 20, SimNodes: 1, SimTimeout: 6 * time.Minute, SimRSSCapMiB: 6144,
-		MaxRealSpokes: 0, MaxRealNodes: 3,
+		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, SimRSSCapMiB: 6144,
+		MaxRealSpokes: 50, MaxRealNodes: 3,
 		HubQPS: -1, SpokeBurst: 40,
 		ConvergeTimeout: 5 * time.Minute,
 	}

@@ -32,13 +32,7 @@ func (b *bench) sim(ctx context.Context) {
 		s.Skipped = "-sim-clusters 0"
 		return
 	}
-	all := b.f.Spokes()
-	real := all[:min(max(b.cfg.SimRealSpokes, 1), len(all))]
-	if len(b.rep.Isolation.Degraded) > 0 && len(all) > len(b.rep.Isolation.Degraded) {
-		// Keep clear of the spokes behind proxies.
-		healthy := all[:len(all)-len(b.rep.Isolation.Degraded)]
-		real = healthy[:min(len(real), len(healthy))]
-	}
+	real := b.simSpokes()
 	s.Clusters, s.RealSpokes, s.NodesPerCluster = n, len(real), max(b.cfg.SimNodes, 1)
 	b.logf("sim: %d ClusterDeployments on %d real spokes", n, len(real))
 
@@ -98,8 +92,9 @@ func (b *bench) sim(ctx context.Context) {
 	machines := &machinev1beta1.MachineList{}
 	msets := &machinev1beta1.MachineSetList{}
 	_ = sp.Admin.List(ctx, nodes)
-	_ = sp.Admin.List(ctx, machines, client.InNamespace(localfleet.MachineAPINamespace))
-	_ = sp.Admin.List(ctx, msets, client.InNamespace(localfleet.MachineAPINamespace))
+	// The same selectors as the controller's cache (pkg/remote).
+	_ = sp.Admin.List(ctx, machines, client.InNamespace(localfleet.MachineAPINamespace), client.HasLabels{"machine.openshift.io/cluster-api-machineset"})
+	_ = sp.Admin.List(ctx, msets, client.InNamespace(localfleet.MachineAPINamespace), client.HasLabels{"hive.openshift.io/machine-pool"})
 	s.CacheNodes, s.CacheMachines, s.CacheMachineSets = len(nodes.Items), len(machines.Items), len(msets.Items)
 	b.logf("sim: set up in %s; each cache holds %d Nodes, %d Machines, %d MachineSets", time.Since(start).Round(time.Second), s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
 
@@ -167,6 +162,32 @@ func (b *bench) sim(ctx context.Context) {
 		}
 	}
 	b.logf("sim: %d/%d InSync in %.0f s; heap %.0f MiB, RSS %.0f MiB; %d Nodes labelled", got, n, s.AllInSyncS, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.NodesLabelled)
+}
+
+// simSpokes picks the real spokes the simulated clusters share: SimRealSpokes of them (0: as
+// many as there are), preferring the small spokes the real-spoke ceiling step added over the
+// main fleet's (whose 50-Node pools every simulated cache would also hold), and never a
+// spoke behind a proxy.
+func (b *bench) simSpokes() []*localfleet.Spoke {
+	degraded := map[string]bool{}
+	for _, n := range b.rep.Isolation.Degraded {
+		degraded[n] = true
+	}
+	var pool []*localfleet.Spoke
+	for _, group := range [][]*localfleet.Spoke{b.added, b.f.Spokes()} {
+		for _, sp := range group {
+			if !degraded[sp.Name] {
+				pool = append(pool, sp)
+			}
+		}
+		if len(pool) > 0 {
+			break
+		}
+	}
+	if n := b.cfg.SimRealSpokes; n > 0 && n < len(pool) {
+		pool = pool[:n]
+	}
+	return pool
 }
 
 func hostOf(u string) string {
