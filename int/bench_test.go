@@ -28,8 +28,8 @@ func TestBenchPipeline(t *testing.T) {
 	cfg.ReactionSamples, cfg.ReactionConcurrency = 10, 2
 	cfg.GrowthSpokes = []int{1}
 	cfg.GrowthNodes, cfg.GrowthNodesSpokes = []int{2, 4}, 1
-	// 2 main spokes + 1 of the Nodes dimension; the ceiling step adds one, which the
-	// simulation then shares.
+	// 2 main spokes (one degraded) + 1 of the Nodes dimension; the ceiling step adds one.
+	// The simulation clears and shares the 3 healthy ones.
 	cfg.MaxRealSpokes, cfg.MaxRealNodes = 4, 2
 	cfg.SimClusters, cfg.SimRealSpokes, cfg.SimTimeout = 20, 0, 3*time.Minute
 	cfg.ConvergeTimeout = 2 * time.Minute
@@ -73,7 +73,8 @@ func TestBenchPipeline(t *testing.T) {
 	if m := rep.Memory; m.MaxRealReached != 4 || m.MaxRealInSync != 4 {
 		t.Errorf("real-spoke ceiling: %+v", m)
 	}
-	if s := rep.Sim; s.Skipped != "" || s.InSync != 20 || s.Memory.RSSMiB <= 0 || s.NodesLabelled != 20 || !s.Extrapolated || s.RealSpokes != 1 {
+	if s := rep.Sim; s.Skipped != "" || s.InSync != 20 || s.Memory.RSSMiB <= 0 || s.NodesLabelled != 20 || !s.Extrapolated || s.RealSpokes != 3 ||
+		s.CacheNodes != 7 || s.CacheMachines != 7 || s.CacheMachineSets != 7 { // 20 clusters over 3 spokes: 7 on the first, nothing else left
 		t.Errorf("sim: %+v", s)
 	}
 	// spokes: 1, 2 (main); nodes: 2, 4.

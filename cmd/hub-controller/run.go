@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	"github.com/openshift/hub-node-metadata/pkg/remote"
 	"github.com/openshift/hub-node-metadata/pkg/version"
 )
 
@@ -43,13 +44,14 @@ func remoteFlags(fs *flag.FlagSet, o *fleet.Options) {
 		return err
 	})
 	fs.IntVar(&hubBurst, "hub-burst", 100, "burst to the hub API server")
-	fs.Func("spoke-qps", "queries per second per spoke (default 20)", func(s string) error {
+	fs.Func("spoke-qps", fmt.Sprintf("queries per second per spoke (default %d)", remote.DefaultQPS), func(s string) error {
 		var v float64
 		_, err := fmt.Sscan(s, &v)
 		o.Remote.QPS = float32(v)
 		return err
 	})
-	fs.IntVar(&o.Remote.Burst, "spoke-burst", 40, "burst per spoke")
+	fs.IntVar(&o.Remote.Burst, "spoke-burst", remote.DefaultBurst, "burst per spoke")
+	fs.IntVar(&o.Remote.MaxConcurrentConnects, "spoke-max-concurrent-connects", remote.DefaultMaxConcurrentConnects, "spoke connection attempts (Secret read, probe, first lists) in flight across the fleet")
 	fs.DurationVar(&o.Remote.RequestTimeout, "spoke-request-timeout", 10*time.Second, "timeout of every spoke request")
 	fs.DurationVar(&o.Remote.ConnectTimeout, "spoke-connect-timeout", 30*time.Second, "timeout of connecting to a spoke, cache sync included")
 	fs.DurationVar(&o.Remote.ProbeInterval, "spoke-probe-interval", 10*time.Second, "health probe period of a connected spoke")

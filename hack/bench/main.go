@@ -95,7 +95,7 @@ func run() error {
 	flag.IntVar(&cfg.MaxRealNodes, "max-real-nodes", cfg.MaxRealNodes, "Nodes per spoke added by -max-real-spokes")
 	flag.Float64Var(&cfg.HubQPS, "hub-qps", cfg.HubQPS, "controller's hub client QPS (-1: no client-side limit, as in a pod)")
 	flag.IntVar(&cfg.HubBurst, "hub-burst", cfg.HubBurst, "controller's hub client burst")
-	flag.Float64Var(&cfg.SpokeQPS, "spoke-qps", cfg.SpokeQPS, "controller's per-spoke QPS (0: default 20)")
+	flag.Float64Var(&cfg.SpokeQPS, "spoke-qps", cfg.SpokeQPS, "controller's per-spoke QPS (0: hub-controller's default)")
 	flag.IntVar(&cfg.SpokeBurst, "spoke-burst", cfg.SpokeBurst, "controller's per-spoke burst")
 	flag.DurationVar(&cfg.ConvergeTimeout, "converge-timeout", cfg.ConvergeTimeout, "bound of every convergence wait")
 	out := flag.String("out", "_out/bench", "report folder")

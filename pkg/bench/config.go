@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
 // Config sizes a benchmark run. Zero values take the defaults of
@@ -40,8 +42,8 @@ type Config struct {
 	GrowthNodes       []int
 	GrowthNodesSpokes int
 	// SimClusters simulated ClusterDeployments over SimRealSpokes real spokes
-	// (0: every spoke the MaxRealSpokes step added, else every healthy one),
-	// SimNodes Machines and Nodes each (0 skips the step).
+	// (0: every healthy one, after the earlier steps' objects are deleted from
+	// them), SimNodes Machines and Nodes each (0 skips the step).
 	SimClusters, SimRealSpokes, SimNodes int
 	SimTimeout                           time.Duration
 	// SimRSSCapMiB stops the simulation when the controller's RSS passes
@@ -51,8 +53,8 @@ type Config struct {
 	// (new ones with MaxRealNodes Nodes) and checks all are InSync.
 	MaxRealSpokes, MaxRealNodes int
 	// HubQPS/HubBurst of the controller's hub client (-1: no client-side
-	// limit, as in a pod). SpokeQPS/SpokeBurst per spoke (0/40: the
-	// hub-controller flag defaults, QPS 20).
+	// limit, as in a pod). SpokeQPS/SpokeBurst per spoke (0 and
+	// remote.DefaultBurst: the hub-controller flag defaults).
 	HubQPS     float64
 	HubBurst   int
 	SpokeQPS   float64
@@ -83,7 +85,7 @@ func DefaultConfig() Config {
 		GrowthNodes:  []int{10, 50, 100}, GrowthNodesSpokes: 10,
 		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, SimRSSCapMiB: 6144,
 		MaxRealSpokes: 50, MaxRealNodes: 3,
-		HubQPS: -1, SpokeBurst: 40,
+		HubQPS: -1, SpokeBurst: remote.DefaultBurst,
 		ConvergeTimeout: 5 * time.Minute,
 	}
 }

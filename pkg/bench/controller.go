@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
 // ControllerMain is the controller process the benchmark measures: the same
@@ -43,8 +45,8 @@ func ControllerMain(args []string) error {
 	memAddr := fs.String("memstats-bind-address", "127.0.0.1:0", "memstats endpoint")
 	hubQPS := fs.Float64("hub-qps", -1, "hub client QPS (-1: no client-side limit, as ctrl.GetConfig in a pod)")
 	hubBurst := fs.Int("hub-burst", 0, "hub client burst")
-	spokeQPS := fs.Float64("spoke-qps", 0, "per-spoke QPS (0: the default, 20)")
-	spokeBurst := fs.Int("spoke-burst", 40, "per-spoke burst (hub-controller's flag default: 40)")
+	spokeQPS := fs.Float64("spoke-qps", 0, "per-spoke QPS (0: hub-controller's default)")
+	spokeBurst := fs.Int("spoke-burst", remote.DefaultBurst, "per-spoke burst (hub-controller's default)")
 	logPath := fs.String("log", "", "log file (default: stderr)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,6 +85,7 @@ func ControllerMain(args []string) error {
 		runtime.ReadMemStats(&ms)
 		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
 	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap and goroutine profiles of the measured process
 	go func() { _ = http.Serve(ln, mux) }()
 	fmt.Printf("memstats http://%s/memstats\n", ln.Addr())
 	return mgr.Start(ctrl.SetupSignalHandler())
@@ -194,6 +197,26 @@ func (p *controllerProc) scrape() (Samples, error) {
 		return nil, fmt.Errorf("metrics: %s", resp.Status)
 	}
 	return parseSamples(resp.Body)
+}
+
+// saveProfile writes the process's heap or goroutine profile (pprof format) to path.
+func (p *controllerProc) saveProfile(kind, path string) error {
+	c := http.Client{Timeout: time.Minute}
+	resp, err := c.Get(strings.TrimSuffix(p.memstats, "/memstats") + "/debug/pprof/" + kind)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof %s: %s", kind, resp.Status)
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	_, err = io.Copy(fh, resp.Body)
+	return err
 }
 
 // memory returns the heap after a GC and the process's VmRSS.

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
 // Dist summarises samples in milliseconds.
@@ -68,6 +70,10 @@ type Wave struct {
 	// convergence would be if every write in flight had a core of its own.
 	IdleIdealMs float64 `json:"idleIdealMs"`
 	IdleRatio   float64 `json:"ratioToIdleIdeal"`
+	// ControllerCPUs is the controller process's CPU time over the wave; SpokeRateWaitS the
+	// time its spoke requests waited in client-side rate limiters (summed over requests).
+	ControllerCPUs float64 `json:"controllerCPUSeconds"`
+	SpokeRateWaitS float64 `json:"spokeRateLimiterWaitS"`
 }
 
 // Point is one fleet size of the cost-growth table.
@@ -182,7 +188,7 @@ type Report struct {
 		Extrapolated     bool    `json:"extrapolated"`
 		NodesLabelled    int     `json:"nodesLabelled"`
 		HubRequests      float64 `json:"hubRequests"`
-		HubRateWaitS     float64 `json:"hubRateLimiterWaitS"`
+		SpokeRateWaitS   float64 `json:"spokeRateLimiterWaitS"`
 		Skipped          string  `json:"skipped,omitempty"`
 	} `json:"sim"`
 	Growth []Point  `json:"growth"`
@@ -283,7 +289,7 @@ func (r *Report) Markdown() string {
 	p("# Benchmarks\n\n")
 	p("Produced by `%s` on %s (%s), in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Duration)
 	p("Spokes are real kube-apiservers over one etcd (pkg/localfleet), all on this one machine, with other engineers' tests running beside: timings are noisy and every API server competes for the same cores. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d).\n\n",
-		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, 20), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst)
+		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, remote.DefaultQPS), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst)
 	p("## Goals\n\n| figure | measured | goal | result |\n| --- | --- | --- | --- |\n")
 	for _, g := range r.Goals {
 		res := "PASS"
@@ -313,11 +319,12 @@ func (r *Report) Markdown() string {
 	p("- patch round-trip under load: the %d writes of a pool change (Machine then Node per target) sent with %d in flight, as the controller sends them: mean %.1f ms, p50 %.1f, p99 %.1f ms; all done in %.0f ms (the direct-write floor).\n\n", bl.DirectWrites, bl.LoadedInFlight, bl.LoadedRTT.MeanMs, bl.LoadedRTT.P50Ms, bl.LoadedRTT.P99Ms, bl.DirectFloorMs)
 	p("Ideal = RTT × writes / writes in flight + one watch hop = %.1f ms × %d / %d + %.1f ms = **%.0f ms**, with the round trip measured at the same number of writes in flight (%d = min(spokes, MaxConcurrentClusters) × WritesPerCluster).\n\n", bl.LoadedRTT.MeanMs, c.Writes, bl.LoadedInFlight, bl.WatchHop.P50Ms, c.IdealMs, bl.LoadedInFlight)
 	p("Measured (pool update issued → the last Machine and Node seen holding it through the spokes' watches): **%.0f ms = %.2f× ideal**.\n\n", c.ConvergenceMs, c.Ratio)
+	p("During the wave the controller process used %.2f s of CPU (%.2f ms per write), and its spoke requests waited %.1f s in all in the per-spoke rate limiters.\n\n", c.ControllerCPUs, 1000*safeDiv(c.ControllerCPUs, float64(c.Writes)), c.SpokeRateWaitS)
 	p("With the idle round trip instead (%.1f ms × %d / %d + %.1f ms = %.0f ms) the ratio is %.0f×. That ideal assumes %d writes proceed in parallel as fast as one does alone; here %d API servers and etcd share %s, so a write's round trip grows with the writes in flight (%.1f ms idle, %.1f ms mean at %d in flight) and the fleet's write throughput, not the controller, sets the pace. Only more cores (or spokes on their own machines, as in production) move that ideal.\n",
 		bl.PatchRTT.P50Ms, c.Writes, c.InFlight, bl.WatchHop.P50Ms, c.IdleIdealMs, c.IdleRatio, c.InFlight, r.Config.Spokes, r.Machine, bl.PatchRTT.P50Ms, bl.LoadedRTT.MeanMs, bl.LoadedInFlight)
 	if qpsV, burst := math.Max(r.Config.SpokeQPS, 0), float64(r.Config.SpokeBurst); c.Spokes > 0 {
 		if qpsV == 0 {
-			qpsV = 20
+			qpsV = remote.DefaultQPS
 		}
 		perSpoke := float64(c.Writes) / float64(c.Spokes)
 		p("\nThe controller's per-spoke client rate limit (QPS %g, burst %.0f) alone bounds one spoke's %.0f writes to ≥ (%.0f − %.0f) / %g = %.1f s, a term neither ideal includes.\n", qpsV, burst, perSpoke, perSpoke, burst, qpsV, math.Max(0, (perSpoke-burst)/qpsV))
@@ -344,8 +351,8 @@ func (r *Report) Markdown() string {
 	} else {
 		p("Fleet scale, **simulated**: %d ClusterDeployments, each with its own namespace, kubeconfig Secret and ClusterDeployment on the hub and its own pool (%d Machine(s) and Node(s), with a pool label the MachineSet template lacks, so each needs real writes), spread over %d real spokes that they share. Every simulated cluster is its own connection and cache in the controller, and each cache holds all of its shared spoke's objects (%d Nodes, %d Machines, %d MachineSets), so the per-cluster cache is overstated: an upper bound.\n\n",
 			s.Clusters, s.NodesPerCluster, s.RealSpokes, s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
-		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap / RSS | %.0f MiB / %.0f MiB |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f (client-side rate limiter wait %.1f s) |\n\n",
-			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.HubRateWaitS)
+		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap / RSS | %.0f MiB / %.0f MiB |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n\n",
+			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS)
 	}
 	iso := r.Isolation
 	p("\n## 5. Isolation\n\n")

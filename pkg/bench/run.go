@@ -45,7 +45,6 @@ type bench struct {
 	mu             sync.Mutex
 	defaults       fleet.Options
 	watchCtx       context.Context
-	added          []*localfleet.Spoke // by the real-spoke ceiling step
 }
 
 func (b *bench) logf(format string, a ...any) {
@@ -488,6 +487,8 @@ func (b *bench) runWave(ctx context.Context, proc *controllerProc, changed, meas
 	}
 	w.MetricPatched = after.Sum("hub_node_metadata_patches_total", map[string]string{"result": "Patched"}) - before.Sum("hub_node_metadata_patches_total", map[string]string{"result": "Patched"})
 	w.RemotePatches = after.Sum("hub_node_metadata_remote_requests_total", map[string]string{"verb": "patch"}) - before.Sum("hub_node_metadata_remote_requests_total", map[string]string{"verb": "patch"})
+	w.ControllerCPUs = after.Sum("process_cpu_seconds_total", nil) - before.Sum("process_cpu_seconds_total", nil)
+	w.SpokeRateWaitS = after.Sum("hub_node_metadata_remote_rate_limiter_wait_seconds_total", nil) - before.Sum("hub_node_metadata_remote_rate_limiter_wait_seconds_total", nil)
 	if w.Drifted > 0 {
 		w.PerObject = float64(w.AuditPatches) / float64(w.Drifted)
 	}
@@ -1017,7 +1018,6 @@ func (b *bench) maxReal(ctx context.Context) {
 		if err := b.addPools(ctx, added, b.cfg.MaxRealNodes); err != nil {
 			m.MaxRealNote += fmt.Sprintf(" pools: %v", err)
 		}
-		b.added = added
 	}
 	all := b.f.Spokes()
 	m.MaxRealReached = len(all)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -35,6 +36,10 @@ func (b *bench) sim(ctx context.Context) {
 	real := b.simSpokes()
 	s.Clusters, s.RealSpokes, s.NodesPerCluster = n, len(real), max(b.cfg.SimNodes, 1)
 	b.logf("sim: %d ClusterDeployments on %d real spokes", n, len(real))
+	if err := clearSpokes(ctx, real); err != nil {
+		s.Skipped = "failed: " + err.Error()
+		return
+	}
 
 	kcs := map[string][]byte{}
 	for _, sp := range real {
@@ -139,9 +144,12 @@ func (b *bench) sim(ctx context.Context) {
 	if s.Memory, err = proc.memory(); err != nil {
 		b.rep.note("simulation memory: %v", err)
 	}
+	if err := proc.saveProfile("heap", filepath.Join(b.outDir, "controller-sim-heap.pprof")); err != nil {
+		b.rep.note("simulation heap profile: %v", err)
+	}
 	if sm, err := proc.scrape(); err == nil {
 		s.HubRequests = sm.Sum("rest_client_requests_total", map[string]string{"host": hostOf(b.f.Hub.Config.Host)})
-		s.HubRateWaitS = sm.Sum("rest_client_rate_limiter_duration_seconds_sum", nil)
+		s.SpokeRateWaitS = sm.Sum("hub_node_metadata_remote_rate_limiter_wait_seconds_total", nil)
 	}
 	m0 := b.rep.Memory.Idle0
 	s.HeapPerCD = (s.Memory.HeapInuseMiB - m0.HeapInuseMiB) / float64(n)
@@ -164,30 +172,39 @@ func (b *bench) sim(ctx context.Context) {
 	b.logf("sim: %d/%d InSync in %.0f s; heap %.0f MiB, RSS %.0f MiB; %d Nodes labelled", got, n, s.AllInSyncS, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.NodesLabelled)
 }
 
-// simSpokes picks the real spokes the simulated clusters share: SimRealSpokes of them (0: as
-// many as there are), preferring the small spokes the real-spoke ceiling step added over the
-// main fleet's (whose 50-Node pools every simulated cache would also hold), and never a
-// spoke behind a proxy.
+// simSpokes picks the real spokes the simulated clusters share: SimRealSpokes of them (0:
+// all), never one behind a proxy.
 func (b *bench) simSpokes() []*localfleet.Spoke {
 	degraded := map[string]bool{}
 	for _, n := range b.rep.Isolation.Degraded {
 		degraded[n] = true
 	}
 	var pool []*localfleet.Spoke
-	for _, group := range [][]*localfleet.Spoke{b.added, b.f.Spokes()} {
-		for _, sp := range group {
-			if !degraded[sp.Name] {
-				pool = append(pool, sp)
-			}
-		}
-		if len(pool) > 0 {
-			break
+	for _, sp := range b.f.Spokes() {
+		if !degraded[sp.Name] {
+			pool = append(pool, sp)
 		}
 	}
 	if n := b.cfg.SimRealSpokes; n > 0 && n < len(pool) {
 		pool = pool[:n]
 	}
 	return pool
+}
+
+// clearSpokes deletes every MachineSet, Machine and Node the earlier steps made on spokes,
+// so that each simulated cluster's cache holds only the simulated clusters' objects of its
+// shared spoke, not the main fleet's 50- and 100-Node pools.
+func clearSpokes(ctx context.Context, spokes []*localfleet.Spoke) error {
+	return forEach(spokes, 8, func(_ int, sp *localfleet.Spoke) error {
+		ns := client.InNamespace(localfleet.MachineAPINamespace)
+		if err := sp.Admin.DeleteAllOf(ctx, &machinev1beta1.MachineSet{}, ns); err != nil {
+			return err
+		}
+		if err := sp.Admin.DeleteAllOf(ctx, &machinev1beta1.Machine{}, ns); err != nil {
+			return err
+		}
+		return sp.Admin.DeleteAllOf(ctx, &corev1.Node{})
+	})
 }
 
 func hostOf(u string) string {

@@ -28,8 +28,13 @@ const (
 	DefaultProbeFailureThreshold = 5
 	DefaultBackoffBase           = time.Second
 	DefaultBackoffCap            = 5 * time.Minute
-	DefaultQPS                   = 20
-	DefaultBurst                 = 30
+	// DefaultQPS and DefaultBurst match kubelet's defaults (kube-api-qps 50, burst 100): a
+	// pool change on a 100-Node pool (200 writes) is then bounded by the API server, not by
+	// a 20 QPS limiter (8 s).
+	DefaultQPS   = 50
+	DefaultBurst = 100
+	// DefaultMaxConcurrentConnects bounds connection attempts in flight (see Options).
+	DefaultMaxConcurrentConnects = 64
 	// backoffJitter is the jitter factor: a wait is d..d*(1+backoffJitter).
 	backoffJitter = 0.2
 )
@@ -59,6 +64,11 @@ type Options struct {
 	// UserAgent is sent with every spoke request (default UserAgent). The
 	// binary sets it to name the replica, so spoke audit logs tell replicas apart.
 	UserAgent string
+	// MaxConcurrentConnects bounds connection attempts (Secret read, probe, first list of
+	// every kind) in flight across the fleet. A hub starting with thousands of clusters
+	// otherwise lists them all at once: a burst of Secret reads on the hub, of lists on the
+	// spokes, and of decoding garbage in the hub's memory. Default 64.
+	MaxConcurrentConnects int
 	// SecretRecheckInterval is how long Ensure trusts a healthy connection
 	// without reading its kubeconfig Secret again (default 1m). A 401 from the
 	// spoke re-reads it at once.
@@ -69,6 +79,9 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
+	if o.MaxConcurrentConnects <= 0 {
+		o.MaxConcurrentConnects = DefaultMaxConcurrentConnects
+	}
 	if o.QPS == 0 {
 		o.QPS = DefaultQPS
 	}
@@ -135,6 +148,8 @@ type Cache struct {
 	// Shared by every spoke connection: both are read-only once built.
 	mapper meta.RESTMapper
 	codecs serializer.CodecFactory
+	// connects holds a token per connection attempt in flight.
+	connects chan struct{}
 
 	mu       sync.Mutex
 	clusters map[types.NamespacedName]*entry
@@ -180,6 +195,7 @@ func NewCache(secrets client.Reader, opts Options) *Cache {
 		log:      opts.Logger.WithName("remote"),
 		mapper:   NewRESTMapper(),
 		codecs:   serializer.NewCodecFactory(opts.Scheme),
+		connects: make(chan struct{}, opts.MaxConcurrentConnects),
 		clusters: map[types.NamespacedName]*entry{},
 		done:     make(chan struct{}),
 	}
@@ -441,7 +457,13 @@ func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
 		t := *e.target
 		c.mu.Unlock()
 
+		select {
+		case c.connects <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		cn, key, err := c.connect(ctx, t)
+		<-c.connects
 		if ctx.Err() != nil {
 			if cn != nil {
 				cn.close()

@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -382,5 +383,70 @@ func TestCacheForgetDeletesMetricSeries(t *testing.T) {
 		if n := seriesCount(t, reg, MetricsPrefix+name); n != 0 {
 			t.Errorf("%s series after Forget = %d", name, n)
 		}
+	}
+}
+
+// gateReader blocks the connect workers' Secret reads (those under a deadline: Ensure's own
+// read runs under the caller's context, here without one) until release is closed, and
+// records the most of them in flight.
+type gateReader struct {
+	client.Reader
+	release           chan struct{}
+	inFlight, maxSeen atomic.Int64
+}
+
+func (r *gateReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, worker := ctx.Deadline(); !worker {
+		return r.Reader.Get(ctx, key, obj, opts...)
+	}
+	n := r.inFlight.Add(1)
+	for {
+		m := r.maxSeen.Load()
+		if n <= m || r.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	defer r.inFlight.Add(-1)
+	select {
+	case <-r.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func TestCacheBoundsConcurrentConnects(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
+	var objs []client.Object
+	var cds []*hivev1.ClusterDeployment
+	for i := range 6 {
+		ns := fmt.Sprintf("ns-%d", i)
+		s := secret.DeepCopy()
+		s.Namespace = ns
+		objs = append(objs, s)
+		cds = append(cds, eligibleCD(func(cd *hivev1.ClusterDeployment) { cd.Namespace = ns }))
+	}
+	hub := &gateReader{Reader: hubReader(objs...), release: make(chan struct{})}
+	opts := fastOptions()
+	opts.ConnectTimeout = time.Minute
+	opts.MaxConcurrentConnects = 2
+	c := NewCache(hub, opts)
+	startCache(t, c)
+	for _, cd := range cds {
+		c.Ensure(context.Background(), cd)
+	}
+	eventually(t, "2 connects in flight", 5*time.Second, func() bool { return hub.inFlight.Load() == 2 })
+	time.Sleep(200 * time.Millisecond) // the other 4 workers are waiting, not reading
+	if m := hub.maxSeen.Load(); m != 2 {
+		t.Fatalf("%d connects in flight, want at most 2", m)
+	}
+	close(hub.release)
+	for _, cd := range cds {
+		key := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Name}
+		eventually(t, key.String()+" Connected", 10*time.Second, func() bool { return c.Status(key).Connected })
+	}
+	if m := hub.maxSeen.Load(); m != 2 {
+		t.Errorf("%d connects in flight, want at most 2", m)
 	}
 }

@@ -53,7 +53,7 @@ func (c *Cache) newConn(cluster types.NamespacedName, p *prepared) (*conn, error
 	if cfg.QPS > 0 {
 		// One token bucket per spoke, shared by the live client and the cache's lists and
 		// watches (client-go would otherwise give each REST client its own).
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+		cfg.RateLimiter = timedLimiter{flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst), c.opts.Metrics}
 	}
 	cfg.Dial = cn.dials.wrap(p.cfg.Dial)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {

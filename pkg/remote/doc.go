@@ -28,7 +28,8 @@
 // reconnects (break-before-make: the old connection is dropped before the new one is built).
 // Ensure, GetSpoke, Status and Forget never touch the network and return at once.
 //
-// A worker per cluster connects in the background: re-read the Secret, build a private
+// A worker per cluster connects in the background (at most MaxConcurrentConnects attempts in
+// flight across the fleet, so a hub restart does not list thousands of spokes at once): re-read the Secret, build a private
 // transport, probe GET /version (RequestTimeout), start a trimmed cache and wait for it to sync,
 // all within ConnectTimeout. Only then is the cluster Connected and a notification sent.
 // Failures are classified into Reasons (x509 -> TLSError, dial -> Unreachable, deadlines ->

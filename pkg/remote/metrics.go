@@ -1,7 +1,11 @@
 package remote
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // MetricsPrefix prefixes every metric this package exports.
@@ -24,6 +28,9 @@ type Metrics struct {
 	Requests *prometheus.CounterVec
 	// RequestsRefused counts requests the allow-list refused before they left the hub.
 	RequestsRefused *prometheus.CounterVec
+	// RateLimiterWait sums the time spoke requests waited in their spoke's client-side rate
+	// limiter (--spoke-qps / --spoke-burst), all clusters.
+	RateLimiterWait prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (skipped when reg is nil).
@@ -50,9 +57,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricsPrefix + "requests_refused_total",
 			Help: "Requests to spoke API servers refused by the hub's least-authority allow-list.",
 		}, []string{"verb"}),
+		RateLimiterWait: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricsPrefix + "rate_limiter_wait_seconds_total",
+			Help: "Seconds spoke requests spent waiting in the per-spoke client-side rate limiters (all clusters).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connected, m.ConnectionErrors, m.RequestDuration, m.Requests, m.RequestsRefused)
+		reg.MustRegister(m.Connected, m.ConnectionErrors, m.RequestDuration, m.Requests, m.RequestsRefused, m.RateLimiterWait)
 	}
 	return m
 }
@@ -83,6 +94,21 @@ func (m *Metrics) request(verb, resource, code string, seconds float64, observe 
 	if observe {
 		m.RequestDuration.WithLabelValues(verb, resource).Observe(seconds)
 	}
+}
+
+// timedLimiter records how long requests wait in a spoke's token bucket.
+type timedLimiter struct {
+	flowcontrol.RateLimiter
+	m *Metrics
+}
+
+func (t timedLimiter) Wait(ctx context.Context) error {
+	start := time.Now()
+	err := t.RateLimiter.Wait(ctx)
+	if t.m != nil {
+		t.m.RateLimiterWait.Add(time.Since(start).Seconds())
+	}
+	return err
 }
 
 func (m *Metrics) refused(verb string) {
