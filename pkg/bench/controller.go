@@ -20,11 +20,15 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
 
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
@@ -86,6 +90,7 @@ func ControllerMain(args []string) error {
 		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap and goroutine profiles of the measured process
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	go func() { _ = http.Serve(ln, mux) }()
 	fmt.Printf("memstats http://%s/memstats\n", ln.Addr())
 	return mgr.Start(ctrl.SetupSignalHandler())
@@ -145,6 +150,9 @@ func (b *bench) startController(ctx context.Context, name string) (*controllerPr
 		"--spoke-burst", strconv.Itoa(b.cfg.SpokeBurst),
 		"--log", p.logPath)
 	p.cmd = exec.Command(b.cfg.ControllerCommand[0], args...)
+	if b.memLimit != "" {
+		p.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+b.memLimit)
+	}
 	p.cmd.Stdout = io.Discard
 	p.cmd.Stderr = os.Stderr
 	if err := p.cmd.Start(); err != nil {
@@ -324,4 +332,22 @@ func controllerKubeconfig(path string, admin *rest.Config, user string) error {
 	kc.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "hub"}
 	kc.CurrentContext = "hub"
 	return clientcmd.WriteToFile(*kc, path)
+}
+
+// deploymentMemoryLimit returns the manager container's memory limit in config/hub's
+// rendered Deployment, in bytes, as the Deployment's GOMEMLIMIT (resourceFieldRef
+// limits.memory) gives it to the process.
+func deploymentMemoryLimit(rendered []byte) (string, error) {
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		d := &appsv1.Deployment{}
+		if err := yaml.Unmarshal([]byte(doc), d); err != nil || d.Kind != "Deployment" {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == "manager" {
+				return strconv.FormatInt(q.Value(), 10), nil
+			}
+		}
+	}
+	return "", errors.New("config/hub: no Deployment with a manager container and a memory limit")
 }

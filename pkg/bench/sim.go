@@ -140,7 +140,12 @@ func (b *bench) sim(ctx context.Context) {
 	} else if err != nil {
 		b.rep.note("simulation: %d of %d clusters InSync when it stopped waiting: %v", got, n, err)
 	}
-	time.Sleep(5 * time.Second)
+	if before, err := proc.scrape(); err == nil {
+		time.Sleep(30 * time.Second)
+		if after, err := proc.scrape(); err == nil {
+			s.SteadyCPUPercent = 100 * (after.Sum("process_cpu_seconds_total", nil) - before.Sum("process_cpu_seconds_total", nil)) / 30
+		}
+	}
 	if s.Memory, err = proc.memory(); err != nil {
 		b.rep.note("simulation memory: %v", err)
 	}
