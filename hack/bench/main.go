@@ -97,6 +97,7 @@ func run() error {
 	flag.IntVar(&cfg.HubBurst, "hub-burst", cfg.HubBurst, "controller's hub client burst")
 	flag.Float64Var(&cfg.SpokeQPS, "spoke-qps", cfg.SpokeQPS, "controller's per-spoke QPS (0: hub-controller's default)")
 	flag.IntVar(&cfg.SpokeBurst, "spoke-burst", cfg.SpokeBurst, "controller's per-spoke burst")
+	flag.StringVar(&cfg.GOMEMLIMIT, "gomemlimit", cfg.GOMEMLIMIT, "controller's GOMEMLIMIT (default: config/hub's Deployment memory limit; off: unset)")
 	flag.DurationVar(&cfg.ConvergeTimeout, "converge-timeout", cfg.ConvergeTimeout, "bound of every convergence wait")
 	out := flag.String("out", "_out/bench", "report folder")
 	docs := flag.String("docs", "docs/benchmarks.md", "copy the Markdown report here (empty: don't)")

@@ -59,6 +59,9 @@ type Config struct {
 	HubBurst   int
 	SpokeQPS   float64
 	SpokeBurst int
+	// GOMEMLIMIT of the controller process: "" takes config/hub's Deployment memory
+	// limit (the Deployment sets GOMEMLIMIT to it), "off" leaves it unset.
+	GOMEMLIMIT string
 	// ConvergeTimeout bounds every wait for convergence.
 	ConvergeTimeout time.Duration
 	// ControllerCommand runs ControllerMain (e.g. [bench-binary, "controller"]).

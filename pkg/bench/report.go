@@ -211,7 +211,7 @@ func ratioMiss(measured, goal float64) string {
 	if measured <= goal {
 		return ""
 	}
-	return fmt.Sprintf("missed by %.2f× (%.0f%% over)", measured/goal, (measured/goal-1)*100)
+	return fmt.Sprintf("missed by %.2f× (%.2g%% over)", measured/goal, (measured/goal-1)*100)
 }
 
 // Judge fills Goals from the figures.
@@ -300,7 +300,7 @@ func (r *Report) Markdown() string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# Benchmarks\n\n")
 	p("Produced by `%s` on %s (%s), in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Duration)
-	p("Spokes are real kube-apiservers over one etcd (pkg/localfleet), all on this one machine, with other engineers' tests running beside: timings are noisy and every API server competes for the same cores. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; GOMEMLIMIT %s bytes, the memory limit of config/hub's Deployment, which sets GOMEMLIMIT to its container limit).\n\n",
+	p("Spokes are real kube-apiservers over one etcd (pkg/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; GOMEMLIMIT %s bytes, the memory limit of config/hub's Deployment, which sets GOMEMLIMIT to its container limit).\n\n",
 		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, remote.DefaultQPS), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst, or(r.Config.GOMEMLIMIT, "unset"))
 	p("## Goals\n\n| figure | measured | goal | result |\n| --- | --- | --- | --- |\n")
 	for _, g := range r.Goals {
@@ -361,10 +361,10 @@ func (r *Report) Markdown() string {
 	if s.Skipped != "" {
 		p("Fleet scale: not run (%s).\n", s.Skipped)
 	} else {
-		p("Fleet scale, **simulated**: %d ClusterDeployments, each with its own namespace, kubeconfig Secret and ClusterDeployment on the hub and its own pool (%d Machine(s) and Node(s), with a pool label the MachineSet template lacks, so each needs real writes), spread over %d real spokes that they share. Every simulated cluster is its own connection and cache in the controller, and each cache holds all of its shared spoke's objects (%d Nodes, %d Machines, %d MachineSets), so the per-cluster cache is overstated: an upper bound.\n\n",
+		p("Fleet scale, **simulated**: %d ClusterDeployments, each with its own namespace, kubeconfig Secret and ClusterDeployment on the hub and its own pool (%d Machine(s) and Node(s), with a pool label the MachineSet template lacks, so each needs real writes), spread over %d real spokes that they share (the earlier steps' Machines, MachineSets and Nodes are deleted from them first). Every simulated cluster is its own connection and cache in the controller, and each cache holds all of its shared spoke's objects (%d Nodes, %d Machines, %d MachineSets), so the per-cluster cache is overstated: an upper bound.\n\n",
 			s.Clusters, s.NodesPerCluster, s.RealSpokes, s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
-		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap / RSS | %.0f MiB / %.0f MiB |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over 30 s in sync (GC included) | %.1f%% of one core |\n\n",
-			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyCPUPercent)
+		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / RSS | %.0f MiB / %.0f MiB / %.0f MiB |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over 30 s in sync (GC included) | %.1f%% of one core |\n\n",
+			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.RSSMiB, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyCPUPercent)
 	}
 	iso := r.Isolation
 	p("\n## 5. Isolation\n\n")

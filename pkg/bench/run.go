@@ -193,8 +193,14 @@ func (b *bench) main(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if b.memLimit, err = deploymentMemoryLimit(rendered); err != nil {
-		return err
+	switch cfg.GOMEMLIMIT {
+	case "":
+		if b.memLimit, err = deploymentMemoryLimit(rendered); err != nil {
+			return err
+		}
+	case "off":
+	default:
+		b.memLimit = cfg.GOMEMLIMIT
 	}
 	b.rep.Config.GOMEMLIMIT = b.memLimit
 	user, err := f.InstallControllerIdentity(ctx, rendered)
