@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -154,6 +157,7 @@ func TestControllerEndToEnd(t *testing.T) {
 	}
 
 	s1 := f.Spokes()[0]
+	userMachine, userNode := addUnmanagedMachine(t, ctx, s1, "infra")
 	// A pool change: add a label and a machine label, change a taint's value.
 	if _, err := s1.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
 		spec.Labels["example.com/tier"] = "gold"
@@ -175,6 +179,23 @@ func TestControllerEndToEnd(t *testing.T) {
 		if m.Labels["example.com/owner"] != "sre" || m.Spec.Labels["example.com/tier"] != "gold" {
 			t.Errorf("Machine %s not updated: labels %v spec labels %v", m.Name, m.Labels, m.Spec.Labels)
 		}
+	}
+
+	// A MachineSet Hive does not manage (no hive.openshift.io/machine-pool label), though its
+	// Machine and Node look like the pool's, is never read nor written.
+	um, un := &machinev1beta1.Machine{}, &corev1.Node{}
+	if err := s1.Admin.Get(ctx, types.NamespacedName{Namespace: localfleet.MachineAPINamespace, Name: userMachine}, um); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Admin.Get(ctx, types.NamespacedName{Name: userNode}, un); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := um.Labels["example.com/owner"]; ok || len(ownedAnnotations(um.Annotations)) > 0 {
+		t.Errorf("unmanaged Machine %s was written: labels %v annotations %v", um.Name, um.Labels, um.Annotations)
+	}
+	if _, ok := un.Labels["example.com/tier"]; ok || len(ownedAnnotations(un.Annotations)) > 0 ||
+		!hasTaint("node-role.kubernetes.io/infra", "reserved", corev1.TaintEffectNoSchedule)(*un) {
+		t.Errorf("unmanaged Node %s was written: labels %v annotations %v taints %v", un.Name, un.Labels, un.Annotations, un.Spec.Taints)
 	}
 
 	// Removal of a label the controller applied.
@@ -364,4 +385,51 @@ func controllerConfig(t *testing.T, ctx context.Context, f *localfleet.Fleet) *r
 		t.Fatalf("controller identity may create ConfigMaps (want Forbidden): %v", err)
 	}
 	return cfg
+}
+
+// addUnmanagedMachine adds a MachineSet like pool's but without Hive's
+// hive.openshift.io/machine-pool label, with one Machine and its linked Node.
+func addUnmanagedMachine(t *testing.T, ctx context.Context, s *localfleet.Spoke, pool string) (machine, node string) {
+	t.Helper()
+	cur, err := s.MachineSet(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := cur.DeepCopy()
+	ms.ObjectMeta = metav1.ObjectMeta{Namespace: cur.Namespace, Name: "user-" + cur.Name, Labels: map[string]string{}}
+	for k, v := range cur.Labels {
+		if k != localfleet.LabelMachinePool {
+			ms.Labels[k] = v
+		}
+	}
+	ms.Spec.Selector.MatchLabels[localfleet.LabelMachineSet] = ms.Name
+	ms.Spec.Template.Labels[localfleet.LabelMachineSet] = ms.Name
+	ms.Status = machinev1beta1.MachineSetStatus{}
+	if err := s.Admin.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	m := localfleet.MachineFor(ms, ms.Name+"-0", "aws:///"+localfleet.Zone+"/i-user-0")
+	if err := s.Admin.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	n := localfleet.NodeFor(m, "user-0.ec2.internal", localfleet.Zone, 0)
+	if err := s.Admin.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	m.Status.NodeRef = &corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID}
+	if err := s.Admin.Status().Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Name, n.Name
+}
+
+// ownedAnnotations returns this controller's bookkeeping annotations.
+func ownedAnnotations(in map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range in {
+		if strings.HasPrefix(k, "hub-node-metadata.openshift.io/") {
+			out[k] = v
+		}
+	}
+	return out
 }
