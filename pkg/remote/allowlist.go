@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 // MachineAPINamespace is the only spoke namespace the hub reads or writes.
-const MachineAPINamespace = "openshift-machine-api"
+const MachineAPINamespace = nmsync.MachineAPINamespace
 
 // Verbs and resources, as used in metrics labels.
 const (

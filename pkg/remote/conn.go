@@ -80,9 +80,7 @@ func (c *Cache) newConn(cluster types.NamespacedName, p *prepared) (*conn, error
 	if err != nil {
 		return nil, newConnError(ReasonSecretInvalid, err, "building client for %s", cn.server)
 	}
-	cacheCfg := rest.CopyConfig(cfg)
-	cacheCfg.Timeout = 0
-	cc, err := newSpokeCache(cacheCfg, cacheHTTP, c.codecs, c.log.WithValues("cluster", cluster.String()), func() {
+	cc, err := newSpokeCache(cfg, cacheHTTP, c.codecs, c.log.WithValues("cluster", cluster.String()), func() {
 		if cn.spoke.check() == nil {
 			c.notify(cluster)
 		}

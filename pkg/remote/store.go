@@ -27,6 +27,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 // The cache holds only what sync.Targets can map to a pool: MachineSets that Hive labels with
@@ -34,8 +36,8 @@ import (
 // MachineSets nobody manages through a pool are never read). Every Node is held: whether a
 // Node belongs to a pool is known only from its Machine.
 const (
-	machineSetSelector = "hive.openshift.io/machine-pool"
-	machineSelector    = "machine.openshift.io/cluster-api-machineset"
+	machineSetSelector = nmsync.LabelMachinePool
+	machineSelector    = nmsync.LabelMachineSet
 )
 
 // spokeCache is one spoke's trimmed cache: a client-go Reflector per kind (list, then watch,
@@ -391,10 +393,7 @@ func (r *record) meta(namespace string) metav1.ObjectMeta {
 		Labels:          r.labels.toMap(),
 		Annotations:     r.annotations.toMap(),
 	}
-	if r.deletion != nil {
-		t := *r.deletion
-		m.DeletionTimestamp = &t
-	}
+	m.DeletionTimestamp = r.deletion.DeepCopy()
 	return m
 }
 
@@ -420,19 +419,13 @@ func (r *record) machine() machinev1beta1.Machine {
 			Taints:     cloneTaints(r.taints),
 			ProviderID: clonePtr(r.providerID),
 		},
-		Status: machinev1beta1.MachineStatus{Phase: clonePtr(r.phase)},
+		Status: machinev1beta1.MachineStatus{Phase: clonePtr(r.phase), NodeRef: r.nodeRef.DeepCopy()},
 	}
-	m.OwnerReferences = make([]metav1.OwnerReference, len(r.owners))
-	for i, ref := range r.owners {
-		ref.Controller, ref.BlockOwnerDeletion = clonePtr(ref.Controller), clonePtr(ref.BlockOwnerDeletion)
-		m.OwnerReferences[i] = ref
-	}
-	if len(r.owners) == 0 {
-		m.OwnerReferences = nil
-	}
-	if r.nodeRef != nil {
-		ref := *r.nodeRef
-		m.Status.NodeRef = &ref
+	if len(r.owners) > 0 {
+		m.OwnerReferences = make([]metav1.OwnerReference, len(r.owners))
+		for i := range r.owners {
+			r.owners[i].DeepCopyInto(&m.OwnerReferences[i])
+		}
 	}
 	return m
 }
@@ -499,9 +492,8 @@ func cloneTaints(in []corev1.Taint) []corev1.Taint {
 		return nil
 	}
 	out := make([]corev1.Taint, len(in))
-	for i, t := range in {
-		t.TimeAdded = clonePtr(t.TimeAdded)
-		out[i] = t
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
 	}
 	return out
 }
@@ -512,4 +504,21 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
+}
+
+// keptAnnotations keeps only the annotations the planner reads: this
+// controller's bookkeeping (hub-node-metadata.openshift.io/*) and
+// nodelink's machine.openshift.io/machine. Real Nodes carry kilobytes of
+// others' annotations (OVN, MCO, CSI) that would cost hub memory per spoke.
+func keptAnnotations(in map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		if strings.HasPrefix(k, "hub-node-metadata.openshift.io/") || k == "machine.openshift.io/machine" {
+			if out == nil {
+				out = make(map[string]string, 4)
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
