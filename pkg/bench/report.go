@@ -2,8 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,8 +27,7 @@ func dist(d []time.Duration) Dist {
 	if len(d) == 0 {
 		return Dist{}
 	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	s := slices.Sorted(slices.Values(d))
 	q := func(p float64) float64 {
 		i := int(math.Ceil(p*float64(len(s)))) - 1
 		i = max(0, min(i, len(s)-1))
@@ -418,13 +418,8 @@ func safeDiv(a, b float64) float64 {
 }
 
 func verbs(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	if len(parts) == 0 {

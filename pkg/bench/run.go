@@ -477,13 +477,13 @@ func (b *bench) runWave(ctx context.Context, proc *controllerProc, changed, meas
 	var mu sync.Mutex
 	err = forEach(measured, len(measured), func(_ int, s *localfleet.Spoke) error {
 		wt := b.watchers[s.Name]
-		ms := machineSetName(s, pool)
-		at, err := wt.waitUntil(ctx, b.cfg.ConvergeTimeout, func() bool { return wt.poolHoldsLocked(ms, waveKey, value, want[s.Name]) })
+		msName := machineSetName(s, pool)
+		at, err := wt.waitUntil(ctx, b.cfg.ConvergeTimeout, func() bool { return wt.poolHoldsLocked(msName, waveKey, value, want[s.Name]) })
 		if err != nil {
 			return err
 		}
 		mu.Lock()
-		w.PerSpokeMs[s.Name] = ms2(at.Sub(t0))
+		w.PerSpokeMs[s.Name] = ms(at.Sub(t0))
 		mu.Unlock()
 		return nil
 	})
@@ -515,8 +515,6 @@ func (b *bench) runWave(ctx context.Context, proc *controllerProc, changed, meas
 	b.ideal(&w)
 	return w, nil
 }
-
-func ms2(d time.Duration) float64 { return ms(d) }
 
 // ideal fills the wave's ideal: RTT × writes / writes in flight + one watch hop, with the
 // round trip measured at the direct floor's writes in flight (the main fleet's concurrency;

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 const simKey = "bench.example.com/sim"
@@ -98,8 +100,8 @@ func (b *bench) sim(ctx context.Context) {
 	msets := &machinev1beta1.MachineSetList{}
 	_ = sp.Admin.List(ctx, nodes)
 	// The same selectors as the controller's cache (pkg/remote).
-	_ = sp.Admin.List(ctx, machines, client.InNamespace(localfleet.MachineAPINamespace), client.HasLabels{"machine.openshift.io/cluster-api-machineset"})
-	_ = sp.Admin.List(ctx, msets, client.InNamespace(localfleet.MachineAPINamespace), client.HasLabels{"hive.openshift.io/machine-pool"})
+	_ = sp.Admin.List(ctx, machines, client.InNamespace(localfleet.MachineAPINamespace), client.HasLabels{nmsync.LabelMachineSet})
+	_ = sp.Admin.List(ctx, msets, client.InNamespace(localfleet.MachineAPINamespace), client.HasLabels{nmsync.LabelMachinePool})
 	s.CacheNodes, s.CacheMachines, s.CacheMachineSets = len(nodes.Items), len(machines.Items), len(msets.Items)
 	b.logf("sim: set up in %s; each cache holds %d Nodes, %d Machines, %d MachineSets", time.Since(start).Round(time.Second), s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
 
@@ -153,7 +155,9 @@ func (b *bench) sim(ctx context.Context) {
 		b.rep.note("simulation heap profile: %v", err)
 	}
 	if sm, err := proc.scrape(); err == nil {
-		s.HubRequests = sm.Sum("rest_client_requests_total", map[string]string{"host": hostOf(b.f.Hub.Config.Host)})
+		if u, err := url.Parse(b.f.Hub.Config.Host); err == nil {
+			s.HubRequests = sm.Sum("rest_client_requests_total", map[string]string{"host": u.Host})
+		}
 		s.SpokeRateWaitS = sm.Sum("hub_node_metadata_remote_rate_limiter_wait_seconds_total", nil)
 	}
 	m0 := b.rep.Memory.Idle0
@@ -210,16 +214,6 @@ func clearSpokes(ctx context.Context, spokes []*localfleet.Spoke) error {
 		}
 		return sp.Admin.DeleteAllOf(ctx, &corev1.Node{})
 	})
-}
-
-func hostOf(u string) string {
-	if i := len("https://"); len(u) > i && u[:i] == "https://" {
-		u = u[i:]
-	}
-	for len(u) > 0 && u[len(u)-1] == '/' {
-		u = u[:len(u)-1]
-	}
-	return u
 }
 
 func simName(i int) string { return fmt.Sprintf("sim-%04d", i) }

@@ -55,18 +55,10 @@ func newWatcher(ctx context.Context, s *localfleet.Spoke) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ni.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { w.node(o, false) },
-		UpdateFunc: func(_, o any) { w.node(o, false) },
-		DeleteFunc: func(o any) { w.node(o, true) },
-	}); err != nil {
+	if err := handle(ni, w.node); err != nil {
 		return nil, err
 	}
-	if _, err := mi.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { w.machine(o, false) },
-		UpdateFunc: func(_, o any) { w.machine(o, false) },
-		DeleteFunc: func(o any) { w.machine(o, true) },
-	}); err != nil {
+	if err := handle(mi, w.machine); err != nil {
 		return nil, err
 	}
 	go func() { _ = c.Start(ctx) }()
@@ -84,14 +76,25 @@ func (w *watcher) notifyLocked(now time.Time) {
 	w.changed = make(chan struct{})
 }
 
-func (w *watcher) node(o any, del bool) {
-	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
+// handle calls fn with every T inf adds, updates or deletes (del), tombstones unwrapped.
+func handle[T any](inf ctrlcache.Informer, fn func(obj T, del bool)) error {
+	call := func(o any, del bool) {
+		if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = t.Obj
+		}
+		if v, ok := o.(T); ok {
+			fn(v, del)
+		}
 	}
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return
-	}
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { call(o, false) },
+		UpdateFunc: func(_, o any) { call(o, false) },
+		DeleteFunc: func(o any) { call(o, true) },
+	})
+	return err
+}
+
+func (w *watcher) node(n *corev1.Node, del bool) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -109,14 +112,7 @@ func (w *watcher) node(o any, del bool) {
 	w.notifyLocked(now)
 }
 
-func (w *watcher) machine(o any, del bool) {
-	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
-	}
-	m, ok := o.(*machinev1beta1.Machine)
-	if !ok {
-		return
-	}
+func (w *watcher) machine(m *machinev1beta1.Machine, del bool) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
