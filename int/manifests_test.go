@@ -44,7 +44,7 @@ var hubDir = filepath.Join("..", "config", "hub")
 var wantClusterRole = map[string][]string{
 	"hive.openshift.io/clusterdeployments":                 {"get", "list", "watch"},
 	"hive.openshift.io/machinepools":                       {"get", "list", "watch"},
-	"/secrets":                                             {"get"},
+	"/secrets":                                             {"get", "list", "watch"}, // list/watch: metadata-only watch
 	"hubnodemetadata.openshift.io/machinepoolsyncs":        {"create", "get", "list", "watch"},
 	"hubnodemetadata.openshift.io/machinepoolsyncs/status": {"get", "patch", "update"},
 	"/events":              {"create", "patch"},

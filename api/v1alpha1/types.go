@@ -57,7 +57,11 @@ type MachinePoolSyncStatus struct {
 	Reason string `json:"reason,omitempty"`
 	// Message is the last error or refusal, for people.
 	Message string `json:"message,omitempty"`
-	// LastSyncTime is when the controller last completed a sync of this pool.
+	// LastSyncTime is when a completed sync last changed this status. A sync
+	// that finds the pool as the status describes it writes nothing, so this
+	// is no heartbeat: how fresh the controller's view is lives in the metric
+	// hub_node_metadata_cluster_last_sync_timestamp_seconds and the
+	// HubNodeMetadataSyncStale alert.
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 	// LastChangeTime is when the controller last wrote to the pool's spoke objects.
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
@@ -75,7 +79,7 @@ type MachinePoolSyncStatus struct {
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`
 // +kubebuilder:printcolumn:name="Drifted",type=integer,JSONPath=`.status.drifted`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
-// +kubebuilder:printcolumn:name="Last Sync",type=date,JSONPath=`.status.lastSyncTime`
+// +kubebuilder:printcolumn:name="Since",type=date,JSONPath=`.status.lastSyncTime`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 type MachinePoolSync struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -20,12 +20,14 @@ func drift(args []string) error {
 	timeout := fs.Duration("timeout", 5*time.Minute, "upper bound of the whole report")
 	onlyDrifted := fs.Bool("only-drifted", false, "list only pools that are not InSync")
 	failOnDrift := fs.Bool("fail-on-drift", false, "exit 3 when any pool is not InSync")
-	var o fleet.Options
-	remoteFlags(fs, &o)
+	var rc fleet.RunConfig
+	rc.BindHubFlags(fs)
+	o := &rc.Options
+	fleet.BindRemoteFlags(fs, &o.Remote)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := hubConfig(*kubeconfig)
+	cfg, err := hubConfig(*kubeconfig, &rc)
 	if err != nil {
 		return err
 	}

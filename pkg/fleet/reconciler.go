@@ -53,6 +53,9 @@ const (
 // Field index: MachinePools by their ClusterDeployment's name.
 const indexPoolByCluster = "spec.clusterDeploymentRef.name"
 
+// Field index: ClusterDeployments by the name of their admin kubeconfig Secret.
+const indexClusterBySecret = "spec.clusterMetadata.adminKubeconfigSecretRef.name"
+
 // Reconciler syncs every MachinePool of one cluster per request. The request
 // is the ClusterDeployment's key.
 type Reconciler struct {
@@ -180,7 +183,15 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 
 	spoke, err := r.Spokes.GetSpoke(key)
 	if err != nil {
+		st = r.Spokes.Status(key)
 		setAll(v1alpha1.PhaseUnreachable, string(st.Reason), st.Message)
+		if st.Reason == remote.ReasonConnecting {
+			// The connect notification brings the cluster back; until then there is
+			// nothing new to say about its pools.
+			for i := range out {
+				out[i].KeepStatus = true
+			}
+		}
 		return out, StateUnreachable, nil
 	}
 
@@ -277,7 +288,8 @@ func (r *Reconciler) noteConnection(cd *hivev1.ClusterDeployment, st remote.Stat
 		return
 	}
 	switch {
-	case st.Connected && seen:
+	case st.Connected && seen && prev != remote.ReasonConnecting && prev != "":
+		// Back after a reported outage. A first connect (a restart) is no news.
 		r.Recorder.Eventf(cd, nil, corev1.EventTypeNormal, EventConnected, "Connect", "connected to the spoke")
 	case !st.Connected && st.Reason != remote.ReasonConnecting && st.Reason != "":
 		r.Recorder.Eventf(cd, nil, corev1.EventTypeWarning, EventDisconnected, "Connect", "%s: %s", st.Reason, st.Message)
@@ -320,12 +332,23 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 		for _, kind := range []string{nmsync.ResultKindMachine, nmsync.ResultKindNode} {
 			r.Metrics.Drifted.WithLabelValues(ck, mp.Name, kind).Set(float64(c.DriftedByKind[kind]))
 		}
+		st := Status(pr)
+		news := false
+		if !pr.KeepStatus {
+			var err error
+			if news, err = r.writeStatus(ctx, mp, st, c.Patched > 0, now); err != nil {
+				logger.Error(err, "write MachinePoolSync", "pool", mp.Name)
+			}
+		}
 		r.Metrics.PoolRefused.DeletePartialMatch(map[string]string{"cluster": ck, "pool": mp.Name})
 		if pr.Phase == v1alpha1.PhaseRefused {
 			r.Metrics.PoolRefused.WithLabelValues(ck, mp.Name, pr.Reason).Set(1)
-			r.Metrics.Refusals.WithLabelValues(pr.Reason).Inc()
-			logger.Error(errors.New(pr.Message), "pool refused: nothing written", "pool", mp.Name, "reason", pr.Reason)
-			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventRefused, eventAction, "nothing written: %s", pr.Message)
+			if news {
+				// Said once per refusal, not on every resync: an Event is a hub write.
+				r.Metrics.Refusals.WithLabelValues(pr.Reason).Inc()
+				logger.Error(errors.New(pr.Message), "pool refused: nothing written", "pool", mp.Name, "reason", pr.Reason)
+				r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventRefused, eventAction, "nothing written: %s", pr.Message)
+			}
 		}
 		r.contested.setGauge(r.Metrics, ck, mp.Name)
 
@@ -345,11 +368,6 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			logger.Error(errors.New(msg), "pool sync incomplete", "pool", mp.Name, "failed", c.Failed)
 			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventSyncFailed, eventAction, "%d objects not synced: %s", c.Failed, msg)
 		}
-
-		st := Status(pr)
-		if err := r.writeStatus(ctx, mp, st, c.Patched > 0, now); err != nil {
-			logger.Error(err, "write MachinePoolSync", "pool", mp.Name)
-		}
 	}
 
 	r.mu.Lock()
@@ -363,9 +381,11 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 	}
 }
 
-// writeStatus creates or updates the pool's MachinePoolSync, only when what
-// it says changed or its last sync time is older than half a resync period.
-func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time) error {
+// writeStatus creates or updates the pool's MachinePoolSync only when what it
+// says changes: a sync that finds the pool as its status describes it writes
+// nothing (freshness is the cluster_last_sync_timestamp_seconds metric). It
+// reports whether it wrote. The current status is read from the cache.
+func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time) (bool, error) {
 	cur := &v1alpha1.MachinePoolSync{}
 	created := false
 	err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur)
@@ -379,43 +399,38 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 			}},
 		}}
 		if err := r.Hub.Create(ctx, cur); err != nil {
-			return fmt.Errorf("create: %w", err)
+			return false, fmt.Errorf("create: %w", err)
 		}
 	} else if err != nil {
-		return err
+		return false, err
 	}
-	st.LastSyncTime = cur.Status.LastSyncTime
-	st.LastChangeTime = cur.Status.LastChangeTime
+	old := cur.Status
+	if !created && !changed && sameSummary(old, st) {
+		return false, nil
+	}
+	st.LastSyncTime = old.LastSyncTime
+	st.LastChangeTime = old.LastChangeTime
 	if changed {
 		st.LastChangeTime = &now
 	}
-	synced := st.Phase == v1alpha1.PhaseInSync || st.Phase == v1alpha1.PhaseDrifted || st.Phase == v1alpha1.PhaseRefused
-	if synced {
+	if st.Phase == v1alpha1.PhaseInSync || st.Phase == v1alpha1.PhaseDrifted || st.Phase == v1alpha1.PhaseRefused {
 		st.LastSyncTime = &now
-	}
-	old := cur.Status
-	if !changed && sameSummary(old, st) {
-		// Nothing new to say: write only to refresh an aging last sync time.
-		if !synced || (old.LastSyncTime != nil && now.Sub(old.LastSyncTime.Time) < r.Opts.ResyncPeriod/2) {
-			return nil
-		}
-		st.Patched = old.Patched
 	}
 	base := cur.DeepCopy()
 	cur.Status = st
 	if created {
 		// The first status is written whole: its counts are required fields.
 		if err := r.Hub.Status().Update(ctx, cur); err != nil {
-			return fmt.Errorf("update status: %w", err)
+			return true, fmt.Errorf("update status: %w", err)
 		}
-		return nil
+		return true, nil
 	}
 	// Then merge patches, not Updates: a cached copy one write behind must
 	// not cost a conflict and a retry.
 	if err := r.Hub.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("patch status: %w", err)
+		return true, fmt.Errorf("patch status: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // sameSummary reports whether two statuses say the same, leaving aside their
@@ -440,11 +455,14 @@ func (r *Reconciler) reportOrphans(ctx context.Context, key types.NamespacedName
 			continue
 		}
 		msg := fmt.Sprintf("spec.clusterDeploymentRef names ClusterDeployment %s, which does not exist", key)
-		r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventClusterMissing, eventAction, "%s", msg)
 		st := Status(PoolResult{Cluster: key.String(), PoolName: mp.Spec.Name, Generation: mp.Generation,
 			Phase: v1alpha1.PhaseUnreachable, Reason: EventClusterMissing, Message: msg})
-		if err := r.writeStatus(ctx, mp, st, false, now); err != nil {
+		news, err := r.writeStatus(ctx, mp, st, false, now)
+		if err != nil {
 			return err
+		}
+		if news {
+			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventClusterMissing, eventAction, "%s", msg)
 		}
 	}
 	return nil

@@ -30,6 +30,18 @@ import (
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
+// Defaults of Options (and of the flags of `hub-controller run`).
+const (
+	DefaultMaxConcurrentClusters = 20
+	DefaultWritesPerCluster      = 8
+	// DefaultResyncPeriod is the safety-net resync. A resync of a cluster in
+	// sync reads only caches: it sends nothing to the hub or the spoke.
+	DefaultResyncPeriod       = 10 * time.Minute
+	DefaultSyncTimeout        = 2 * time.Minute
+	DefaultContestedThreshold = 5
+	DefaultContestedWindow    = 10 * time.Minute
+)
+
 // Options tune the fleet controller. Zero values take the defaults.
 type Options struct {
 	// MaxConcurrentClusters bounds the clusters synced at once (default 20).
@@ -59,25 +71,25 @@ type Options struct {
 // WithDefaults fills zero fields.
 func (o Options) WithDefaults() Options {
 	if o.MaxConcurrentClusters <= 0 {
-		o.MaxConcurrentClusters = 20
+		o.MaxConcurrentClusters = DefaultMaxConcurrentClusters
 	}
 	if o.WritesPerCluster <= 0 {
-		o.WritesPerCluster = 8
+		o.WritesPerCluster = DefaultWritesPerCluster
 	}
 	if o.ResyncPeriod <= 0 {
-		o.ResyncPeriod = 10 * time.Minute
+		o.ResyncPeriod = DefaultResyncPeriod
 	}
 	if o.SyncTimeout <= 0 {
-		o.SyncTimeout = 2 * time.Minute
+		o.SyncTimeout = DefaultSyncTimeout
 	}
 	if o.ShardCount <= 0 {
 		o.ShardCount = 1
 	}
 	if o.ContestedThreshold == 0 {
-		o.ContestedThreshold = 5
+		o.ContestedThreshold = DefaultContestedThreshold
 	}
 	if o.ContestedWindow <= 0 {
-		o.ContestedWindow = 10 * time.Minute
+		o.ContestedWindow = DefaultContestedWindow
 	}
 	return o
 }
@@ -116,16 +128,39 @@ func Scheme() *runtime.Scheme {
 
 // CacheOptions restrict the hub cache to what the controller reads, trimmed:
 // ClusterDeployments (only the fields eligibility and connection need),
-// MachinePools (no status) and MachinePoolSyncs. Secrets are never cached:
-// the client reads the one Secret a ClusterDeployment names, uncached.
+// MachinePools (no status), MachinePoolSyncs, and the metadata of Secrets cut
+// down to name and resourceVersion. Secret contents are never cached: the
+// client reads the one Secret a ClusterDeployment names, uncached, when its
+// resourceVersion changes.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&hivev1.ClusterDeployment{}: {Transform: TrimClusterDeployment},
 			&hivev1.MachinePool{}:       {Transform: trimMachinePool},
+			SecretMetadata():            {Transform: trimSecretMetadata},
 		},
 	}
+}
+
+// SecretMetadata is the metadata-only form of a Secret the hub cache watches.
+func SecretMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
+}
+
+// trimSecretMetadata keeps what tells a Secret apart and says it changed: a
+// hive hub holds many Secrets, and their labels and annotations are not ours.
+func trimSecretMetadata(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		DeletionTimestamp: m.DeletionTimestamp,
+	}}, nil
 }
 
 // ClientOptions keep Secrets out of the cache.
@@ -188,12 +223,23 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	if opts.Remote.Logger.GetSink() == nil {
 		opts.Remote.Logger = mgr.GetLogger().WithName("remote")
 	}
+	// Kubeconfig Secrets: their metadata from a watch (name and resourceVersion
+	// only, see CacheOptions), their content read uncached, once per change.
+	opts.Remote.SecretMeta = mgr.GetCache()
 	spokes := remote.NewCache(mgr.GetAPIReader(), opts.Remote)
 	if err := mgr.Add(spokes); err != nil {
 		return nil, err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hivev1.MachinePool{}, indexPoolByCluster, func(o client.Object) []string {
 		return []string{o.(*hivev1.MachinePool).Spec.ClusterDeploymentRef.Name}
+	}); err != nil {
+		return nil, err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hivev1.ClusterDeployment{}, indexClusterBySecret, func(o client.Object) []string {
+		if cm := o.(*hivev1.ClusterDeployment).Spec.ClusterMetadata; cm != nil && cm.AdminKubeconfigSecretRef.Name != "" {
+			return []string{cm.AdminKubeconfigSecretRef.Name}
+		}
+		return nil
 	}); err != nil {
 		return nil, err
 	}
@@ -215,6 +261,24 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	poolToCluster := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		mp := o.(*hivev1.MachinePool)
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: mp.Namespace, Name: mp.Spec.ClusterDeploymentRef.Name}}}
+	})
+
+	// A kubeconfig Secret that is created, rotated, fixed or deleted brings its
+	// clusters back at once (Ensure then reads it only if its resourceVersion moved).
+	hubCache := mgr.GetCache()
+	secretToClusters := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		cds := &hivev1.ClusterDeploymentList{}
+		if err := hubCache.List(ctx, cds, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexClusterBySecret: o.GetName()}); err != nil {
+			mgr.GetLogger().Error(err, "list ClusterDeployments of a kubeconfig Secret", "secret", o.GetNamespace()+"/"+o.GetName())
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range cds.Items {
+			if inShard(cds.Items[i].Namespace, cds.Items[i].Name) {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: cds.Items[i].Namespace, Name: cds.Items[i].Name}})
+			}
+		}
+		return out
 	})
 
 	events := make(chan event.GenericEvent, 1024)
@@ -242,6 +306,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		Named("fleet").
 		For(&hivev1.ClusterDeployment{}, builder.WithPredicates(cdShard, clusterDeploymentChanged())).
 		Watches(&hivev1.MachinePool{}, poolToCluster, builder.WithPredicates(poolShard, poolChanged())).
+		WatchesMetadata(&corev1.Secret{}, secretToClusters).
 		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
 		// One fleet controller per manager; tests run several managers in one process.
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentClusters, SkipNameValidation: ptr.To(true)}).

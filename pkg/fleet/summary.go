@@ -22,6 +22,10 @@ type PoolResult struct {
 	Warnings               []string
 	Results                []nmsync.Result
 	DryRun                 bool
+	// KeepStatus says the result is no news: the spoke's first connection
+	// attempt is in flight, so the pool's MachinePoolSync keeps what it says
+	// (a restarted controller rewrites nothing that is still true).
+	KeepStatus bool
 }
 
 // Counts are the per-pool figures of a sync.

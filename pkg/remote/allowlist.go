@@ -2,10 +2,12 @@ package remote
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -142,6 +144,32 @@ func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	g.metrics.request(verb, resource, codeLabel, g.now().Sub(start).Seconds(), verb != verbWatch)
 	if g.observe != nil {
 		g.observe(req.Method, code, err)
+		if verb == verbWatch && err == nil && resp.Body != nil {
+			resp.Body = &watchBody{ReadCloser: resp.Body, method: req.Method, observe: g.observe}
+		}
 	}
 	return resp, err
+}
+
+// watchBody reports a watch stream that breaks, as opposed to one the server ends (EOF) or
+// the reader closes: a broken stream is how a dead spoke shows itself while nothing else is
+// sent (the HTTP/2 health check closes the connection, and every stream on it fails).
+type watchBody struct {
+	io.ReadCloser
+	method  string
+	observe func(method string, code int, err error)
+	closed  atomic.Bool
+}
+
+func (b *watchBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && !b.closed.Load() {
+		b.observe(b.method, 0, err)
+	}
+	return n, err
+}
+
+func (b *watchBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
 }

@@ -10,7 +10,10 @@ import (
 
 	"github.com/go-logr/logr"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,10 +25,16 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultRequestTimeout        = 10 * time.Second
-	DefaultConnectTimeout        = 30 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultConnectTimeout = 30 * time.Second
+	// A connected spoke is probed only when a request or a watch failed at the
+	// transport (see doc.go, Health). DefaultProbeTimeout bounds that probe;
+	// one failed probe after such a failure disconnects by default, so a dead
+	// spoke is reported within client-go's HTTP/2 health check (30 s without a
+	// frame, then a PING answered within 15 s) plus the probe: about 50 s.
+	DefaultProbeTimeout          = 5 * time.Second
 	DefaultProbeInterval         = 10 * time.Second
-	DefaultProbeFailureThreshold = 5
+	DefaultProbeFailureThreshold = 1
 	DefaultBackoffBase           = time.Second
 	DefaultBackoffCap            = 5 * time.Minute
 	// DefaultQPS and DefaultBurst match kubelet's defaults (kube-api-qps 50, burst 100): a
@@ -48,9 +57,15 @@ type Options struct {
 	RequestTimeout time.Duration
 	// ConnectTimeout bounds one connection attempt: Secret read, probe and cache sync.
 	ConnectTimeout time.Duration
-	// ProbeInterval is the time between health probes (GET /version) of a connected spoke.
+	// ProbeTimeout bounds one health probe (GET /version). A connected spoke is probed only
+	// after one of its requests or watches failed at the transport.
+	ProbeTimeout time.Duration
+	// ProbeInterval spaces the probes of a spoke under suspicion when ProbeFailureThreshold
+	// is above 1, and is how long a connection must stay up to count as stable (a stable
+	// connection resets the backoff, and reconnects at once after a 401).
 	ProbeInterval time.Duration
-	// ProbeFailureThreshold consecutive failed probes disconnect the spoke.
+	// ProbeFailureThreshold consecutive failed probes disconnect the spoke (default 1: the
+	// transport already saw a failure, the probe confirms it).
 	ProbeFailureThreshold int
 	// BackoffBase and BackoffCap shape the reconnect backoff: exponential (factor 2) from Base,
 	// capped at Cap, each wait stretched by up to 20% random jitter.
@@ -69,9 +84,16 @@ type Options struct {
 	// otherwise lists them all at once: a burst of Secret reads on the hub, of lists on the
 	// spokes, and of decoding garbage in the hub's memory. Default 64.
 	MaxConcurrentConnects int
-	// SecretRecheckInterval is how long Ensure trusts a healthy connection
-	// without reading its kubeconfig Secret again (default 1m). A 401 from the
-	// spoke re-reads it at once.
+	// SecretMeta, when set, serves the metadata of kubeconfig Secrets
+	// (metav1.PartialObjectMetadata of kind Secret) from a watch-backed cache: Ensure then
+	// reads a Secret's content only when its resourceVersion differs from the one it last
+	// read, and a Secret the cache does not hold is SecretMissing without a hub request.
+	// The fleet controller passes its manager's cache, whose metadata-only Secret watch
+	// also enqueues the cluster.
+	SecretMeta client.Reader
+	// SecretRecheckInterval applies only without SecretMeta (the one-shot drift report,
+	// tests): how long Ensure trusts a healthy connection without reading its kubeconfig
+	// Secret again (default 1m). A 401 from the spoke re-reads it at once.
 	SecretRecheckInterval time.Duration
 	// Clock drives probes, backoff and Status.Since; the real clock if nil. Tests may use
 	// k8s.io/utils/clock/testing.
@@ -93,6 +115,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
 	}
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = DefaultProbeInterval
@@ -171,6 +196,15 @@ type entry struct {
 	label   string // namespace/name, for metrics and logs
 
 	target *target // desired connection; nil while ineligible or the Secret is unusable
+	// prepared is the config built from the last successful Secret read, for the worker's
+	// next attempt; nil after the spoke rejected its credentials (the worker re-reads).
+	prepared *prepared
+	// secretSeen says Ensure has an answer for the Secret at secretRV (a connection, or a
+	// refusal such as SecretInvalid) and for seenTarget; with Options.SecretMeta, Ensure
+	// reads the Secret again only when its resourceVersion or the target changes.
+	secretSeen bool
+	seenTarget target
+	secretRV   string
 	// secretReadAt is when Ensure last read the Secret successfully.
 	secretReadAt time.Time
 	desiredKey   connKey // key computed by the last successful Ensure
@@ -218,22 +252,46 @@ func (c *Cache) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Status
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e := c.entryLocked(key)
-		e.target = nil
+		e.target, e.prepared, e.secretSeen = nil, nil, false
 		c.disconnectLocked(e, reason, msg, false)
 		return e.status
 	}
 	t := targetFor(cd)
 
-	// A healthy connection built from the same target is trusted for
-	// SecretRecheckInterval without reading the Secret again: Ensure runs on
-	// every reconcile, and a rotated credential shows up at once as a 401
-	// anyway. This keeps hub reads per cluster bounded by the interval.
+	secretRV, metaOK := "", false
+	if c.opts.SecretMeta != nil {
+		rv, found, err := c.secretVersion(ctx, t.secret)
+		switch {
+		case err != nil:
+			c.log.V(1).Info("Cannot read kubeconfig Secret metadata from the cache; reading the Secret", "cluster", key.String(), "error", err.Error())
+		case !found:
+			// The watch-backed cache is the hub's word: no request needed to know it is gone.
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			e := c.entryLocked(key)
+			e.target, e.prepared, e.secretRV = nil, nil, ""
+			e.secretSeen = true
+			c.disconnectLocked(e, ReasonSecretMissing, fmt.Sprintf("kubeconfig Secret %s not found", t.secret), true)
+			return e.status
+		default:
+			secretRV, metaOK = rv, true
+		}
+	}
+
 	c.mu.Lock()
-	if e := c.clusters[key]; e != nil && e.live != nil && e.target != nil && *e.target == t &&
-		c.opts.Clock.Since(e.secretReadAt) < c.opts.SecretRecheckInterval {
-		st := e.status
-		c.mu.Unlock()
-		return st
+	if e := c.clusters[key]; e != nil && e.secretSeen && e.seenTarget == t {
+		// Nothing the connection depends on changed since the Secret was last read: the same
+		// content gives the same answer, whether a connection or a refusal. Ensure runs on
+		// every reconcile; this keeps the hub's Secret reads to one per change.
+		unchanged := metaOK && e.secretRV == secretRV
+		// Without metadata, a healthy connection is trusted for SecretRecheckInterval; a
+		// rotated credential shows up at once as a 401 anyway.
+		trusted := !metaOK && e.live != nil && e.target != nil && c.opts.Clock.Since(e.secretReadAt) < c.opts.SecretRecheckInterval
+		if unchanged || trusted {
+			st := e.status
+			c.mu.Unlock()
+			return st
+		}
 	}
 	c.mu.Unlock()
 
@@ -242,9 +300,6 @@ func (c *Cache) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Status
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entryLocked(key)
-	if err == nil {
-		e.secretReadAt = c.opts.Clock.Now()
-	}
 	if err != nil {
 		reason := classify(err)
 		if reason == ReasonHubReadFailed {
@@ -255,11 +310,14 @@ func (c *Cache) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Status
 			}
 			return e.status
 		}
-		e.target = nil
+		e.target, e.prepared = nil, nil
+		e.secretSeen, e.seenTarget, e.secretRV = metaOK, t, secretRV
 		c.disconnectLocked(e, reason, err.Error(), true)
 		return e.status
 	}
-	e.target = &t
+	e.secretReadAt = c.opts.Clock.Now()
+	e.secretSeen, e.seenTarget, e.secretRV = true, t, p.key.ResourceVersion
+	e.target, e.prepared = &t, p
 	e.desiredKey = p.key
 	switch {
 	case e.worker == nil:
@@ -272,6 +330,19 @@ func (c *Cache) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Status
 		}
 	}
 	return e.status
+}
+
+// secretVersion returns the resourceVersion of a Secret from Options.SecretMeta.
+func (c *Cache) secretVersion(ctx context.Context, key types.NamespacedName) (rv string, found bool, err error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := c.opts.SecretMeta.Get(ctx, key, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	return m.ResourceVersion, true, nil
 }
 
 // GetSpoke returns the connected Spoke, or at once an error wrapping ErrNotConnected with the
@@ -454,7 +525,7 @@ func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
 			c.mu.Unlock()
 			return
 		}
-		t := *e.target
+		t, p := *e.target, e.prepared
 		c.mu.Unlock()
 
 		select {
@@ -462,8 +533,12 @@ func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
 		case <-ctx.Done():
 			return
 		}
-		cn, key, err := c.connect(ctx, t)
+		cn, p, err := c.connect(ctx, t, p)
 		<-c.connects
+		var key connKey
+		if p != nil {
+			key = p.key
+		}
 		if ctx.Err() != nil {
 			if cn != nil {
 				cn.close()
@@ -480,6 +555,11 @@ func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
 				return
 			}
 			e.attemptKey = key
+			if reason == ReasonUnauthorized {
+				e.prepared = nil // re-read the Secret before the next attempt
+			} else if p != nil && e.target != nil && *e.target == t {
+				e.prepared = p
+			}
 			c.opts.Metrics.connectionError(e.label, reason)
 			changed := e.status.Reason != reason
 			c.setStatusLocked(e, false, reason, err.Error())
@@ -499,6 +579,9 @@ func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
 				return
 			}
 			e.attemptKey, e.live = key, cn
+			if e.target != nil && *e.target == t {
+				e.prepared = p
+			}
 			c.setStatusLocked(e, true, ReasonConnected, "connected to "+cn.server)
 			c.opts.Metrics.setConnected(e.label, true)
 			c.notifyLocked(e.cluster)
@@ -510,6 +593,9 @@ func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
 			c.mu.Lock()
 			if c.currentLocked(e, w) && e.live == cn {
 				e.live = nil
+				if res.reason == ReasonUnauthorized {
+					e.prepared = nil // rotation: the next attempt re-reads the Secret
+				}
 				if res.isError {
 					c.opts.Metrics.connectionError(e.label, res.reason)
 				}
@@ -557,23 +643,27 @@ func (c *Cache) sleep(ctx context.Context, e *entry, w *worker, d time.Duration)
 	}
 }
 
-// connect makes one attempt: re-read the Secret, build, probe, start the cache and wait for it
-// to sync, all within ConnectTimeout. On error nothing is left running.
-func (c *Cache) connect(ctx context.Context, t target) (*conn, connKey, error) {
+// connect makes one attempt: read the Secret unless p (from Ensure, or the last attempt) is
+// given, build, probe, start the cache and wait for it to sync, all within ConnectTimeout. It
+// returns the prepared config it used (nil if the Secret read failed). On error nothing is
+// left running.
+func (c *Cache) connect(ctx context.Context, t target, p *prepared) (*conn, *prepared, error) {
 	connectCtx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
-	p, err := prepare(connectCtx, c.secrets, t, &c.opts)
-	if err != nil {
-		return nil, connKey{}, err
+	if p == nil {
+		var err error
+		if p, err = prepare(connectCtx, c.secrets, t, &c.opts); err != nil {
+			return nil, nil, err
+		}
 	}
 	cn, err := c.newConn(t.cluster, p)
 	if err != nil {
-		return nil, p.key, err
+		return nil, p, err
 	}
-	fail := func(err error) (*conn, connKey, error) {
+	fail := func(err error) (*conn, *prepared, error) {
 		cn.spoke.close(classify(err), err.Error())
 		cn.close()
-		return nil, p.key, err
+		return nil, p, err
 	}
 	probeCtx, cancelProbe := context.WithTimeout(connectCtx, c.opts.RequestTimeout)
 	err = cn.probe(probeCtx)
@@ -601,24 +691,70 @@ func (c *Cache) connect(ctx context.Context, t target) (*conn, connKey, error) {
 		}
 		return fail(newConnError(ReasonTimeout, nil, "cache of %s did not sync within %s", cn.server, c.opts.ConnectTimeout))
 	}
-	return cn, p.key, nil
+	return cn, p, nil
 }
 
-// monitor probes the connected spoke until it must be dropped, and says why.
+// monitor watches the connected spoke until it must be dropped, and says why. It sends
+// nothing while the spoke is healthy: the transport's HTTP/2 health check closes a connection
+// that stops answering, which fails its watches; a request or watch that fails at the
+// transport makes the spoke suspect, and only then is it probed (GET /version, ProbeTimeout).
+// ProbeFailureThreshold consecutive failed probes, ProbeInterval apart, disconnect it.
 func (c *Cache) monitor(ctx context.Context, e *entry, w *worker, cn *conn) result {
-	ticker := c.opts.Clock.NewTicker(c.opts.ProbeInterval)
-	defer ticker.Stop()
-	failures, stable := 0, false
+	connectedAt := c.opts.Clock.Now()
+	stable := func() bool { return c.opts.Clock.Since(connectedAt) >= c.opts.ProbeInterval }
 	authResult := func() result {
+		s := stable()
 		return result{
 			reason:    ReasonUnauthorized,
 			message:   fmt.Sprintf("%s rejected the credentials; reconnecting with a fresh read of the Secret", cn.server),
 			isError:   true,
-			immediate: stable,
-			stable:    stable,
+			immediate: s,
+			stable:    s,
 		}
 	}
+	failures := 0
+	var next clock.Timer // the next probe while suspect
+	defer func() {
+		if next != nil {
+			next.Stop()
+		}
+	}()
+	probe := func() (result, bool) {
+		probeCtx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
+		err := cn.probe(probeCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return result{}, false
+		}
+		if err == nil {
+			if failures > 0 {
+				c.log.V(1).Info("Spoke answers again", "cluster", e.label)
+			}
+			failures = 0
+			return result{}, false
+		}
+		reason := classify(err)
+		if reason == ReasonUnauthorized {
+			return authResult(), true
+		}
+		failures++
+		c.log.V(1).Info("Spoke probe failed", "cluster", e.label, "failures", failures, "reason", reason, "error", err.Error())
+		if failures >= c.opts.ProbeFailureThreshold {
+			return result{
+				reason:  reason,
+				message: fmt.Sprintf("%s stopped answering: %d probe(s) failed after a transport failure, last: %v", cn.server, failures, err),
+				isError: true,
+				stable:  stable(),
+			}, true
+		}
+		next = c.opts.Clock.NewTimer(c.opts.ProbeInterval)
+		return result{}, false
+	}
 	for {
+		var nextC <-chan time.Time
+		if next != nil {
+			nextC = next.C()
+		}
 		select {
 		case <-ctx.Done():
 			return result{reason: ReasonConnecting, message: "stopping"}
@@ -629,32 +765,19 @@ func (c *Cache) monitor(ctx context.Context, e *entry, w *worker, cn *conn) resu
 			changed := e.desiredKey != cn.key
 			c.mu.Unlock()
 			if changed {
-				return result{reason: ReasonConnecting, message: "connection settings changed; reconnecting", immediate: true, stable: stable}
+				return result{reason: ReasonConnecting, message: "connection settings changed; reconnecting", immediate: true, stable: stable()}
 			}
-		case <-ticker.C():
-			probeCtx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
-			err := cn.probe(probeCtx)
-			cancel()
-			if ctx.Err() != nil {
-				continue
+		case <-cn.suspect:
+			if next != nil {
+				continue // a probe is already scheduled
 			}
-			if err == nil {
-				failures, stable = 0, true
-				continue
+			if res, done := probe(); done {
+				return res
 			}
-			reason := classify(err)
-			if reason == ReasonUnauthorized {
-				return authResult()
-			}
-			failures++
-			c.log.V(1).Info("Spoke probe failed", "cluster", e.label, "failures", failures, "reason", reason, "error", err.Error())
-			if failures >= c.opts.ProbeFailureThreshold {
-				return result{
-					reason:  reason,
-					message: fmt.Sprintf("%d consecutive probes of %s failed, last: %v", failures, cn.server, err),
-					isError: true,
-					stable:  stable,
-				}
+		case <-nextC:
+			next = nil
+			if res, done := probe(); done {
+				return res
 			}
 		}
 	}

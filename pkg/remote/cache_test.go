@@ -134,7 +134,14 @@ func TestCacheProbeFailuresDisconnectThenReconnect(t *testing.T) {
 	c.Ensure(context.Background(), eligibleCD())
 	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
 
+	// A healthy spoke is never probed: only the connect's probe reached it.
+	time.Sleep(20 * opts.ProbeInterval)
+	if n := spokeSrv.count("GET /version"); n != 1 {
+		t.Fatalf("GET /version sent %d times on a healthy connection, want 1 (the connect's)", n)
+	}
+	// The spoke breaks: its watch streams fail, which makes it suspect, and the probes fail.
 	spokeSrv.versionStatus.Store(500)
+	spokeSrv.srv.CloseClientConnections()
 	eventually(t, "disconnect after failed probes", 5*time.Second, func() bool { return !c.Status(testCluster).Connected })
 	if got := c.Status(testCluster).Reason; got != ReasonUnreachable {
 		t.Errorf("reason = %q, want Unreachable", got)
@@ -169,6 +176,9 @@ func TestCacheReconnectsOn401WithRotatedSecret(t *testing.T) {
 	}
 	drain(events)
 	spokeSrv.token.Store("new")
+	// The watches re-open on a fresh connection and meet the 401 (a real spoke answers the
+	// next watch renewal or write the same way).
+	spokeSrv.srv.CloseClientConnections()
 
 	eventually(t, "the old Spoke to be closed", 5*time.Second, func() bool {
 		return errors.Is(first.List(context.Background(), &corev1.NodeList{}), ErrNotConnected)
@@ -389,34 +399,9 @@ func TestCacheForgetDeletesMetricSeries(t *testing.T) {
 // gateReader blocks the connect workers' Secret reads (those under a deadline: Ensure's own
 // read runs under the caller's context, here without one) until release is closed, and
 // records the most of them in flight.
-type gateReader struct {
-	client.Reader
-	release           chan struct{}
-	inFlight, maxSeen atomic.Int64
-}
-
-func (r *gateReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, worker := ctx.Deadline(); !worker {
-		return r.Reader.Get(ctx, key, obj, opts...)
-	}
-	n := r.inFlight.Add(1)
-	for {
-		m := r.maxSeen.Load()
-		if n <= m || r.maxSeen.CompareAndSwap(m, n) {
-			break
-		}
-	}
-	defer r.inFlight.Add(-1)
-	select {
-	case <-r.release:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return r.Reader.Get(ctx, key, obj, opts...)
-}
-
 func TestCacheBoundsConcurrentConnects(t *testing.T) {
 	spokeSrv := newFakeSpoke(t, "tok")
+	spokeSrv.versionGate = make(chan struct{}) // every connect's probe waits here
 	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
 	var objs []client.Object
 	var cds []*hivev1.ClusterDeployment
@@ -427,26 +412,92 @@ func TestCacheBoundsConcurrentConnects(t *testing.T) {
 		objs = append(objs, s)
 		cds = append(cds, eligibleCD(func(cd *hivev1.ClusterDeployment) { cd.Namespace = ns }))
 	}
-	hub := &gateReader{Reader: hubReader(objs...), release: make(chan struct{})}
+	hub := hubReader(objs...)
 	opts := fastOptions()
 	opts.ConnectTimeout = time.Minute
+	opts.RequestTimeout = time.Minute
 	opts.MaxConcurrentConnects = 2
 	c := NewCache(hub, opts)
 	startCache(t, c)
 	for _, cd := range cds {
 		c.Ensure(context.Background(), cd)
 	}
-	eventually(t, "2 connects in flight", 5*time.Second, func() bool { return hub.inFlight.Load() == 2 })
-	time.Sleep(200 * time.Millisecond) // the other 4 workers are waiting, not reading
-	if m := hub.maxSeen.Load(); m != 2 {
+	eventually(t, "2 connects in flight", 5*time.Second, func() bool { return spokeSrv.versionInFlight.Load() == 2 })
+	time.Sleep(200 * time.Millisecond) // the other 4 workers are waiting, not connecting
+	if m := spokeSrv.versionMaxSeen.Load(); m != 2 {
 		t.Fatalf("%d connects in flight, want at most 2", m)
 	}
-	close(hub.release)
+	close(spokeSrv.versionGate)
 	for _, cd := range cds {
 		key := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Name}
 		eventually(t, key.String()+" Connected", 10*time.Second, func() bool { return c.Status(key).Connected })
 	}
-	if m := hub.maxSeen.Load(); m != 2 {
+	if m := spokeSrv.versionMaxSeen.Load(); m != 2 {
 		t.Errorf("%d connects in flight, want at most 2", m)
+	}
+}
+
+// With Options.SecretMeta (the controller's metadata-only Secret watch), Ensure reads a
+// Secret's content once per resourceVersion, whatever the answer, and knows a deleted Secret
+// is missing without a read.
+func TestCacheEnsureReadsSecretOncePerVersion(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
+	fakeHub := hubReader(secret)
+	hub := &countingReader{Reader: fakeHub}
+	opts := fastOptions()
+	opts.SecretMeta = fakeHub
+	opts.SecretRecheckInterval = time.Nanosecond // must not matter with SecretMeta
+	c := NewCache(hub, opts)
+	startCache(t, c)
+	ctx := context.Background()
+	ensureN := func(n int) {
+		for range n {
+			c.Ensure(ctx, eligibleCD())
+		}
+	}
+
+	ensureN(1)
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	ensureN(100)
+	if n := hub.gets.Load(); n != 1 {
+		t.Fatalf("connect and 100 Ensure calls read the Secret %d times, want 1 (the worker reuses Ensure's read)", n)
+	}
+
+	// Invalid content: read once, refused, and not read again while it stays the same.
+	secret.Data[KubeconfigKey] = []byte("{{ not yaml")
+	if err := fakeHub.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	ensureN(50)
+	if got := c.Status(testCluster).Reason; got != ReasonSecretInvalid {
+		t.Fatalf("reason = %q, want SecretInvalid", got)
+	}
+	if n := hub.gets.Load(); n != 2 {
+		t.Fatalf("Secret read %d times after one change, want 2", n)
+	}
+
+	// Deleted: SecretMissing from the metadata alone.
+	if err := fakeHub.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	ensureN(10)
+	if got := c.Status(testCluster).Reason; got != ReasonSecretMissing {
+		t.Fatalf("reason = %q, want SecretMissing", got)
+	}
+	if n := hub.gets.Load(); n != 2 {
+		t.Fatalf("a deleted Secret was read %d more times, want 0", n-2)
+	}
+
+	// Restored: read once, connected.
+	restored := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
+	if err := fakeHub.Create(ctx, restored); err != nil {
+		t.Fatal(err)
+	}
+	ensureN(1)
+	eventually(t, "Connected after restore", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	ensureN(20)
+	if n := hub.gets.Load(); n != 3 {
+		t.Fatalf("Secret read %d times in all, want 3", n)
 	}
 }

@@ -29,6 +29,7 @@ type conn struct {
 	dials  *dialTracker
 
 	authFailed chan struct{} // cap 1; a 401 (or 403 on a read) was seen
+	suspect    chan struct{} // cap 1; a request or a watch stream failed at the transport
 
 	mu      sync.Mutex
 	lastErr error // last transport error or auth failure, for classifying a failed sync
@@ -44,6 +45,7 @@ func (c *Cache) newConn(cluster types.NamespacedName, p *prepared) (*conn, error
 		server:     p.cfg.Host,
 		dials:      &dialTracker{conns: map[net.Conn]struct{}{}},
 		authFailed: make(chan struct{}, 1),
+		suspect:    make(chan struct{}, 1),
 	}
 	u, err := url.Parse(p.cfg.Host)
 	if err != nil {
@@ -100,7 +102,8 @@ func (c *Cache) newConn(cluster types.NamespacedName, p *prepared) (*conn, error
 	return cn, nil
 }
 
-// observe is called by the guard transport after each request that left the hub.
+// observe is called by the guard transport after each request that left the hub, and when a
+// watch stream breaks (code 0 and the read error).
 func (cn *conn) observe(method string, code int, err error) {
 	auth := code == http.StatusUnauthorized ||
 		// A 403 on a write may be an admission webhook's denial, not lost credentials.
@@ -108,18 +111,28 @@ func (cn *conn) observe(method string, code int, err error) {
 	if err == nil && !auth {
 		return
 	}
+	canceled := errors.Is(err, context.Canceled)
 	cn.mu.Lock()
 	if auth {
 		cn.lastErr = &httpStatusError{server: cn.server, code: code}
-	} else if !errors.Is(err, context.Canceled) {
+	} else if !canceled {
 		cn.lastErr = err
 	}
 	cn.mu.Unlock()
-	if auth {
-		select {
-		case cn.authFailed <- struct{}{}:
-		default:
-		}
+	switch {
+	case auth:
+		signal(cn.authFailed)
+	case !canceled && !errors.Is(err, context.DeadlineExceeded):
+		// A caller's own deadline says nothing about the spoke; anything else failed on the
+		// wire (refused, reset, the HTTP/2 health check closing a silent connection).
+		signal(cn.suspect)
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

@@ -15,7 +15,12 @@
 // relocating, paused, not installed, no metadata, hibernating, or not reachable according to
 // Hive's Unreachable condition). For an eligible cluster it reads one Secret from the hub
 // (spec.clusterMetadata.adminKubeconfigSecretRef, key "kubeconfig") with an uncached reader, so
-// Secrets are never cached wholesale, and validates the kubeconfig. It refuses exec and
+// Secret contents are never cached, and validates the kubeconfig. With Options.SecretMeta (the
+// fleet controller's metadata-only Secret watch, trimmed to name and resourceVersion), the
+// Secret is read only when its resourceVersion or the ClusterDeployment's connection settings
+// changed since the last read, whatever that read concluded; a Secret the watch does not hold
+// is SecretMissing without a request. The watch also brings the cluster back the moment its
+// Secret is created, rotated, fixed or deleted. Ensure refuses exec and
 // auth-provider users (ExecRefused), insecure-skip-tls-verify and non-https servers
 // (InsecureRefused), and any reference to files or a proxy (SecretInvalid): a Secret must not
 // be able to make the hub run programs, read its own files or skip TLS verification.
@@ -29,23 +34,33 @@
 // Ensure, GetSpoke, Status and Forget never touch the network and return at once.
 //
 // A worker per cluster connects in the background (at most MaxConcurrentConnects attempts in
-// flight across the fleet, so a hub restart does not list thousands of spokes at once): re-read the Secret, build a private
-// transport, probe GET /version (RequestTimeout), start a trimmed cache and wait for it to sync,
-// all within ConnectTimeout. Only then is the cluster Connected and a notification sent.
+// flight across the fleet, so a hub restart does not list thousands of spokes at once): build a
+// private transport from the config Ensure prepared (the Secret is read again only after the
+// spoke rejected the credentials), probe GET /version (RequestTimeout), start a trimmed cache
+// and wait for it to sync, all within ConnectTimeout. Only then is the cluster Connected and a
+// notification sent.
 // Failures are classified into Reasons (x509 -> TLSError, dial -> Unreachable, deadlines ->
 // Timeout, 401/403 -> Unauthorized) and retried with exponential backoff (BackoffBase doubling
 // to BackoffCap, plus up to 20% jitter so thousands of spokes do not retry in lockstep).
 //
 // # Health and rotation
 //
-// A connected spoke is probed every ProbeInterval; ProbeFailureThreshold consecutive failures
-// disconnect it. A 401 seen on any request, or a 403 on a read or the probe, drops the
-// connection at once and reconnects re-reading the Secret (credential rotation) without waiting
-// for the threshold; the reconnect is immediate if the connection had passed at least one
-// periodic probe, otherwise it backs off, so a spoke that keeps rejecting us cannot make us
-// re-list it in a loop. A 403 on a PATCH does not count: admission webhooks deny with 403, and
-// treating a denied patch as lost credentials would re-list the whole spoke per denial.
-// Backoff resets once a connection has passed a periodic probe.
+// A connected spoke in good health costs nothing but its watches (and their renewals, every
+// 5 to 10 minutes per kind): it is never polled. Liveness comes from the transport: client-go's
+// HTTP/2 health check sends a PING after 30 s without a frame and closes the connection if
+// the answer takes more than 15 s, which breaks every watch on it. A request or a watch
+// stream that fails at the transport (refused, reset, closed by the health check; not a
+// caller's own deadline or cancellation) makes the spoke suspect, and only then is it probed:
+// GET /version within ProbeTimeout (5 s). ProbeFailureThreshold consecutive failed probes
+// (default 1, ProbeInterval apart) disconnect it, so a killed spoke is reported within about a
+// second and a black-holed or frozen one within about 50 s. A 401 seen on any request, or a
+// 403 on a read or the probe, drops the connection at once and reconnects re-reading the
+// Secret (credential rotation) without waiting for the threshold; the reconnect is immediate
+// if the connection had been up for at least ProbeInterval, otherwise it backs off, so a spoke
+// that keeps rejecting us cannot make us re-list it in a loop. A 403 on a PATCH does not
+// count: admission webhooks deny with 403, and treating a denied patch as lost credentials
+// would re-list the whole spoke per denial. Backoff resets once a connection has been up for
+// ProbeInterval.
 //
 // A Spoke obtained before a disconnect fails every later call with ErrNotConnected; callers get
 // a fresh one from GetSpoke after the next connect notification.

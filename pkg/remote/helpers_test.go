@@ -37,8 +37,12 @@ type fakeSpoke struct {
 	srv           *httptest.Server
 	token         atomic.Value // string
 	versionStatus atomic.Int32 // 0 = 200
-	mu            sync.Mutex
-	paths         map[string]int // method + path -> count
+	// versionGate, when set before the first request, holds every /version request until
+	// it is closed; versionInFlight and versionMaxSeen count them.
+	versionGate                     chan struct{}
+	versionInFlight, versionMaxSeen atomic.Int64
+	mu                              sync.Mutex
+	paths                           map[string]int // method + path -> count
 }
 
 func newFakeSpoke(t *testing.T, token string) *fakeSpoke {
@@ -71,6 +75,16 @@ func (f *fakeSpoke) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/version" {
+		if f.versionGate != nil {
+			n := f.versionInFlight.Add(1)
+			for m := f.versionMaxSeen.Load(); n > m && !f.versionMaxSeen.CompareAndSwap(m, n); m = f.versionMaxSeen.Load() {
+			}
+			select {
+			case <-f.versionGate:
+			case <-r.Context().Done():
+			}
+			f.versionInFlight.Add(-1)
+		}
 		if code := f.versionStatus.Load(); code != 0 {
 			writeStatus(w, int(code), "InternalError")
 			return

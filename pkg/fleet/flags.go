@@ -1,0 +1,89 @@
+package fleet
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/openshift/hub-node-metadata/pkg/remote"
+)
+
+// Defaults of `hub-controller run`'s flags that are not Options defaults.
+const (
+	// DefaultHubQPS and DefaultHubBurst limit the hub client. client-go's own
+	// default (5/10) is far too low for a hub with thousands of clusters: a
+	// restart reads one kubeconfig Secret per cluster, so 2,000 clusters need
+	// 2,000 GETs, 20 s at 100 QPS (see docs/benchmarks.md, "Restart").
+	DefaultHubQPS   = 100
+	DefaultHubBurst = 200
+)
+
+// RunConfig is everything `hub-controller run` takes from its flags. The
+// benchmark's controller binds the same flags, so it runs what ships.
+type RunConfig struct {
+	Manager  ManagerConfig
+	Options  Options
+	HubQPS   float32
+	HubBurst int
+}
+
+// BindFlags registers the controller's flags on fs, with their defaults.
+func (c *RunConfig) BindFlags(fs *flag.FlagSet) {
+	mc, o := &c.Manager, &c.Options
+	fs.StringVar(&mc.MetricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
+	fs.StringVar(&mc.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 disables it)")
+	fs.BoolVar(&mc.LeaderElection, "leader-elect", false, "elect a leader per shard with a Lease; only the leader connects to spokes and writes")
+	fs.StringVar(&mc.LeaderElectionNS, "leader-elect-namespace", "", "namespace of the Lease (default: the pod's namespace)")
+	fs.DurationVar(&mc.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "leader election lease duration")
+	fs.DurationVar(&mc.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "leader election renew deadline")
+	fs.DurationVar(&mc.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "leader election retry period")
+
+	fs.IntVar(&o.MaxConcurrentClusters, "max-concurrent-clusters", DefaultMaxConcurrentClusters, "clusters synced at once")
+	fs.IntVar(&o.WritesPerCluster, "writes-per-cluster", DefaultWritesPerCluster, "writes in flight per cluster")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "observe and report drift; write nothing to spokes")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", DefaultResyncPeriod, "safety-net resync of every cluster (jittered ±10%)")
+	fs.DurationVar(&o.SyncTimeout, "sync-timeout", DefaultSyncTimeout, "upper bound of one cluster's sync")
+	fs.IntVar(&o.ShardCount, "shard-count", 1, "number of shards clusters are split into")
+	fs.IntVar(&o.ShardIndex, "shard-index", 0, "this replica's shard, 0..shard-count-1")
+	fs.IntVar(&o.ContestedThreshold, "contested-threshold", DefaultContestedThreshold, "patches of one object within --contested-window that mark it contested (-1 disables)")
+	fs.DurationVar(&o.ContestedWindow, "contested-window", DefaultContestedWindow, "window of contest detection, and how long a contested object is left alone")
+	c.BindHubFlags(fs)
+	BindRemoteFlags(fs, &o.Remote)
+}
+
+// BindHubFlags registers the hub client's rate limit flags.
+func (c *RunConfig) BindHubFlags(fs *flag.FlagSet) {
+	c.HubQPS, c.HubBurst = DefaultHubQPS, DefaultHubBurst
+	fs.Func("hub-qps", fmt.Sprintf("queries per second to the hub API server (default %d)", DefaultHubQPS), func(s string) error {
+		_, err := fmt.Sscan(s, &c.HubQPS)
+		return err
+	})
+	fs.IntVar(&c.HubBurst, "hub-burst", DefaultHubBurst, "burst to the hub API server")
+}
+
+// ApplyHub sets the hub client's rate limits on cfg.
+func (c *RunConfig) ApplyHub(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = c.HubQPS, c.HubBurst
+}
+
+// BindRemoteFlags registers the spoke connection flags.
+func BindRemoteFlags(fs *flag.FlagSet, o *remote.Options) {
+	o.QPS = remote.DefaultQPS
+	fs.Func("spoke-qps", fmt.Sprintf("queries per second per spoke (default %d)", remote.DefaultQPS), func(s string) error {
+		var v float64
+		_, err := fmt.Sscan(s, &v)
+		o.QPS = float32(v)
+		return err
+	})
+	fs.IntVar(&o.Burst, "spoke-burst", remote.DefaultBurst, "burst per spoke")
+	fs.IntVar(&o.MaxConcurrentConnects, "spoke-max-concurrent-connects", remote.DefaultMaxConcurrentConnects, "spoke connection attempts (Secret read, probe, first lists) in flight across the fleet")
+	fs.DurationVar(&o.RequestTimeout, "spoke-request-timeout", remote.DefaultRequestTimeout, "timeout of every spoke request")
+	fs.DurationVar(&o.ConnectTimeout, "spoke-connect-timeout", remote.DefaultConnectTimeout, "timeout of connecting to a spoke, cache sync included")
+	fs.DurationVar(&o.ProbeTimeout, "spoke-probe-timeout", remote.DefaultProbeTimeout, "timeout of a health probe (GET /version); a spoke is probed only after a request or watch failed at the transport")
+	fs.DurationVar(&o.ProbeInterval, "spoke-probe-interval", remote.DefaultProbeInterval, "spacing of the probes of a spoke under suspicion (with --spoke-probe-failures above 1), and how long a connection must stay up to count as stable")
+	fs.IntVar(&o.ProbeFailureThreshold, "spoke-probe-failures", remote.DefaultProbeFailureThreshold, "consecutive failed probes (after a transport failure) before a spoke is disconnected")
+	fs.DurationVar(&o.SecretRecheckInterval, "spoke-secret-recheck", time.Minute, "without the Secret watch only (hub-controller drift): how long a healthy connection is trusted before its kubeconfig Secret is read again")
+	fs.DurationVar(&o.BackoffCap, "spoke-backoff-cap", remote.DefaultBackoffCap, "longest wait between reconnect attempts")
+}
