@@ -17,6 +17,17 @@ func (s *Spoke) FreezeAPIServer() error { return s.signalAPIServer(syscall.SIGST
 // ThawAPIServer resumes a frozen API server (SIGCONT).
 func (s *Spoke) ThawAPIServer() error { return s.signalAPIServer(syscall.SIGCONT) }
 
+// KillAPIServer kills the spoke's API server with SIGKILL: no graceful
+// shutdown, its connections drop at once, as when a control plane host dies.
+// StartAPIServer brings it back.
+func (s *Spoke) KillAPIServer() error {
+	if err := s.signalAPIServer(syscall.SIGKILL); err != nil {
+		return err
+	}
+	// Reap the process and release envtest's hold on it, so StartAPIServer works.
+	return s.StopAPIServer()
+}
+
 func (s *Spoke) signalAPIServer(sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

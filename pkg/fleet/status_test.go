@@ -1,0 +1,77 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+)
+
+// A MachinePoolSync is written when what it says changes, and only then: no
+// heartbeat refreshes its time while the pool stays as described.
+func TestWriteStatusOnlyOnChange(t *testing.T) {
+	writes := 0
+	hub := fake.NewClientBuilder().WithScheme(Scheme()).
+		WithStatusSubresource(&v1alpha1.MachinePoolSync{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
+				writes++
+				return c.SubResource(sub).Patch(ctx, obj, p, o...)
+			},
+		}).Build()
+	r := &Reconciler{Hub: hub}
+	mp := &hivev1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-infra", UID: "u"},
+		Spec: hivev1.MachinePoolSpec{ClusterDeploymentRef: corev1.LocalObjectReference{Name: "c"}, Name: "infra"}}
+	inSync := Status(PoolResult{Cluster: "ns/c", PoolName: "infra", Results: nil})
+	inSync.Phase = v1alpha1.PhaseInSync
+	t0 := metav1.NewTime(time.Unix(1000, 0))
+	ctx := context.Background()
+
+	tests := []struct {
+		name      string
+		st        v1alpha1.MachinePoolSyncStatus
+		patched   bool
+		at        metav1.Time
+		wantNews  bool
+		wantPatch int // patches so far (the first status is an Update)
+	}{
+		{"first status is created", inSync, false, t0, true, 0},
+		{"the same status an hour later is not rewritten", inSync, false, metav1.NewTime(t0.Add(time.Hour)), false, 0},
+		{"a sync that patched objects is news", inSync, true, metav1.NewTime(t0.Add(2 * time.Hour)), true, 1},
+		{"a new phase is news", func() v1alpha1.MachinePoolSyncStatus {
+			s := inSync
+			s.Phase, s.Reason = v1alpha1.PhaseUnreachable, "Timeout"
+			return s
+		}(), false, metav1.NewTime(t0.Add(3 * time.Hour)), true, 2},
+		{"and said once", func() v1alpha1.MachinePoolSyncStatus {
+			s := inSync
+			s.Phase, s.Reason = v1alpha1.PhaseUnreachable, "Timeout"
+			return s
+		}(), false, metav1.NewTime(t0.Add(4 * time.Hour)), false, 2},
+	}
+	for _, tc := range tests {
+		news, err := r.writeStatus(ctx, mp, tc.st, tc.patched, tc.at)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if news != tc.wantNews || writes != tc.wantPatch {
+			t.Errorf("%s: wrote=%v patches=%d, want wrote=%v patches=%d", tc.name, news, writes, tc.wantNews, tc.wantPatch)
+		}
+	}
+	got := &v1alpha1.MachinePoolSync{}
+	if err := hub.Get(ctx, client.ObjectKeyFromObject(mp), got); err != nil {
+		t.Fatal(err)
+	}
+	// Unreachable is not a sync: the time of the last written sync stays.
+	if want := t0.Add(2 * time.Hour); got.Status.LastSyncTime == nil || !got.Status.LastSyncTime.Time.Equal(want) {
+		t.Errorf("lastSyncTime = %v, want %v", got.Status.LastSyncTime, want)
+	}
+}
