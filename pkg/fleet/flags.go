@@ -49,6 +49,9 @@ func (c *RunConfig) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ShardIndex, "shard-index", 0, "this replica's shard, 0..shard-count-1")
 	fs.IntVar(&o.ContestedThreshold, "contested-threshold", DefaultContestedThreshold, "patches of one object within --contested-window that mark it contested (-1 disables)")
 	fs.DurationVar(&o.ContestedWindow, "contested-window", DefaultContestedWindow, "window of contest detection, and how long a contested object is left alone")
+	fs.DurationVar(&o.RetryBase, "retry-base", DefaultRetryBase, "first retry of a cluster whose writes failed transiently (timeouts, 5xx, 429); doubles per failed retry")
+	fs.DurationVar(&o.RetryCap, "retry-cap", DefaultRetryCap, "longest wait between retries of a cluster whose writes keep failing transiently")
+	fs.DurationVar(&o.DeniedRetry, "denied-retry", DefaultDeniedRetry, "how long a Machine or Node whose patch was denied (admission webhook, 400/403/422) is left alone before it is tried again")
 	c.BindHubFlags(fs)
 	BindRemoteFlags(fs, &o.Remote)
 }

@@ -39,6 +39,7 @@ type Metrics struct {
 	Overrides    *prometheus.CounterVec   // overrides_total{kind}
 	Refusals     *prometheus.CounterVec   // refusals_total{reason}
 	Contested    *prometheus.GaugeVec     // contested_objects{cluster,pool}
+	Denied       *prometheus.GaugeVec     // denied_objects{cluster,pool}
 
 	mu     sync.Mutex
 	states map[string]string // cluster -> state
@@ -71,6 +72,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Pool syncs refused, by reason code."}, []string{"reason"}),
 		Contested: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "contested_objects",
 			Help: "Objects of a pool another writer keeps changing back; the controller stopped writing them for a while."}, []string{"cluster", "pool"}),
+		Denied: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "denied_objects",
+			Help: "Objects of a pool whose patch the spoke denied (admission webhook, 400/403/422); retried every --denied-retry."}, []string{"cluster", "pool"}),
 		states: map[string]string{},
 	}
 	m.Clusters = register(reg, m.Clusters)
@@ -84,6 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Overrides = register(reg, m.Overrides)
 	m.Refusals = register(reg, m.Refusals)
 	m.Contested = register(reg, m.Contested)
+	m.Denied = register(reg, m.Denied)
 	for _, s := range allStates {
 		m.Clusters.WithLabelValues(s).Set(0)
 	}
@@ -132,6 +136,7 @@ func (m *Metrics) ForgetCluster(cluster string) {
 	m.Drifted.DeletePartialMatch(l)
 	m.PoolRefused.DeletePartialMatch(l)
 	m.Contested.DeletePartialMatch(l)
+	m.Denied.DeletePartialMatch(l)
 }
 
 // ForgetPool deletes a pool's series.
@@ -140,6 +145,7 @@ func (m *Metrics) ForgetPool(cluster, pool string) {
 	m.Drifted.DeletePartialMatch(l)
 	m.PoolRefused.DeletePartialMatch(l)
 	m.Contested.DeletePartialMatch(l)
+	m.Denied.DeletePartialMatch(l)
 }
 
 // State returns a cluster's last recorded state.

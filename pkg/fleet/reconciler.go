@@ -43,6 +43,10 @@ const (
 	EventRefused      = "Refused"
 	EventSyncFailed   = "SyncFailed"
 	EventContested    = "Contested"
+	// EventDenied: the spoke refused a patch in a way retrying cannot fix
+	// (an admission webhook's denial, a 422); the object is retried every
+	// --denied-retry.
+	EventDenied = "WriteDenied"
 	EventDisconnected = "SpokeUnavailable"
 	EventConnected    = "SpokeConnected"
 	// EventClusterMissing: the pool names a ClusterDeployment that does not exist.
@@ -66,6 +70,7 @@ type Reconciler struct {
 	Opts     Options
 
 	contested *contestTracker
+	denials   *denialTracker
 	mu        gosync.Mutex
 	lastPools map[string]map[string]bool // cluster -> pool names with series
 	lastConn  map[string]remote.Reason   // cluster -> last connection reason seen
@@ -74,6 +79,9 @@ type Reconciler struct {
 func (r *Reconciler) init() {
 	if r.contested == nil {
 		r.contested = newContestTracker(r.Opts.ContestedThreshold, r.Opts.ContestedWindow)
+	}
+	if r.denials == nil {
+		r.denials = newDenialTracker(r.Opts.DeniedRetry)
 	}
 	if r.lastPools == nil {
 		r.lastPools = map[string]map[string]bool{}
@@ -117,10 +125,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if syncErr != nil {
 		return reconcile.Result{}, syncErr
 	}
-	// Watches and connect events bring the cluster back sooner; this is the
-	// safety net, whatever the state.
-	return reconcile.Result{RequeueAfter: r.jitter(r.Opts.ResyncPeriod)}, nil
+	return r.next(key.String(), res)
 }
+
+// next decides when to look at a cluster again after a sync.
+//   - Writes that failed transiently (timeouts, 5xx, 429, conflicts that
+//     outlasted their retries): with the controller's per-cluster backoff
+//     (RetryBase doubling to RetryCap), by returning an error; but a retry
+//     that made progress starts again from RetryBase.
+//   - Objects held after a denial: when the first of them may be retried.
+//   - Otherwise the safety-net resync: watches and connect events bring the
+//     cluster back sooner.
+func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, error) {
+	transient, progress := 0, false
+	for _, pr := range res {
+		c := Count(pr.Results)
+		transient += c.Transient
+		progress = progress || c.Patched > 0
+	}
+	if transient > 0 {
+		if progress {
+			return reconcile.Result{RequeueAfter: r.Opts.RetryBase}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("%w: %d objects of %s not written; retrying with backoff", errTransientWrites, transient, cluster)
+	}
+	after := r.jitter(r.Opts.ResyncPeriod)
+	if d, ok := r.denials.nextRetry(cluster); ok && d < after {
+		after = d + 100*time.Millisecond
+	}
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// errTransientWrites: some writes failed in a way a retry may fix.
+var errTransientWrites = errors.New("transient write failures")
 
 // syncCluster returns one PoolResult per pool, the cluster's state, and an
 // error when the sync should be retried with backoff.
@@ -205,7 +242,6 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		return out, StateUnreachable, fmt.Errorf("read spoke: %w", err)
 	}
 
-	applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.Opts.WritesPerCluster)
 	results := make([][][]nmsync.Result, len(pools))
@@ -215,6 +251,8 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		}
 		targets := nmsync.Targets(pools[i].Spec.Name, machineSets.Items, machines.Items, nodes.Items)
 		results[i] = make([][]nmsync.Result, len(targets))
+		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
+			Hold: r.denials.hold(ck, fingerprint(*desired[i]))}
 		for j, t := range targets {
 			if r.contested.isHeld(ck, t) {
 				results[i][j] = []nmsync.Result{{Kind: nmsync.ResultKindMachine, Name: t.Machine.Name, Outcome: nmsync.OutcomeSkipped, Reason: "Contested"}}
@@ -238,6 +276,10 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		for _, rs := range results[i] {
 			out[i].Results = append(out[i].Results, rs...)
 			for _, res := range rs {
+				if r.denials.record(ck, pools[i].Name, fp, res) {
+					r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventDenied, eventAction,
+						"%s %s: the spoke denied the patch; retrying in %s: %v", res.Kind, res.Name, r.Opts.DeniedRetry, res.Err)
+				}
 				if r.contested.record(ck, pools[i].Name, fp, res) {
 					r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventContested, eventAction,
 						"%s %s: another writer keeps undoing this pool's metadata; not writing it for %s", res.Kind, res.Name, r.Opts.ContestedWindow)
@@ -363,10 +405,13 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			}
 			logger.Info("pool synced", "pool", mp.Name, "patched", c.Patched, "drifted", c.Drifted, "requests", c.Requests, "conflicts", c.Conflicts, "dryRun", r.Opts.DryRun)
 		}
-		if c.Failed > 0 {
-			msg := firstError(pr.Results)
-			logger.Error(errors.New(msg), "pool sync incomplete", "pool", mp.Name, "failed", c.Failed)
-			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventSyncFailed, eventAction, "%d objects not synced: %s", c.Failed, msg)
+		r.Metrics.Denied.WithLabelValues(ck, mp.Name).Set(float64(c.Denied))
+		if c.Transient > 0 {
+			// Denials have their own Event when they happen; objects held after
+			// one are in the status, not repeated on every sync.
+			msg := firstTransient(pr.Results)
+			logger.Error(errors.New(msg), "pool sync incomplete; retrying with backoff", "pool", mp.Name, "failed", c.Transient)
+			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventSyncFailed, eventAction, "%d objects not synced, retrying: %s", c.Transient, msg)
 		}
 	}
 
@@ -473,6 +518,7 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.Spokes.Forget(key)
 	r.Metrics.ForgetCluster(ck)
 	r.contested.forget(ck)
+	r.denials.forget(ck)
 	r.mu.Lock()
 	delete(r.lastPools, ck)
 	delete(r.lastConn, ck)

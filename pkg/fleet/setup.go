@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -40,6 +41,14 @@ const (
 	DefaultSyncTimeout        = 2 * time.Minute
 	DefaultContestedThreshold = 5
 	DefaultContestedWindow    = 10 * time.Minute
+	// DefaultRetryBase and DefaultRetryCap shape the per-cluster backoff after
+	// transient write failures: 0.5 s doubling to 5 min; a retry that made
+	// progress starts again from the base.
+	DefaultRetryBase = 500 * time.Millisecond
+	DefaultRetryCap  = 5 * time.Minute
+	// DefaultDeniedRetry is how long an object whose patch was denied (an
+	// admission webhook, a 422) is held before it is tried again.
+	DefaultDeniedRetry = 5 * time.Minute
 )
 
 // Options tune the fleet controller. Zero values take the defaults.
@@ -64,6 +73,11 @@ type Options struct {
 	// a negative threshold disables it).
 	ContestedThreshold int
 	ContestedWindow    time.Duration
+	// RetryBase and RetryCap shape the backoff after transient write failures
+	// (defaults 500ms and 5m).
+	RetryBase, RetryCap time.Duration
+	// DeniedRetry is how long a denied object is held (default 5m).
+	DeniedRetry time.Duration
 	// Remote configures the spoke connections.
 	Remote remote.Options
 }
@@ -90,6 +104,15 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.ContestedWindow <= 0 {
 		o.ContestedWindow = DefaultContestedWindow
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = DefaultRetryBase
+	}
+	if o.RetryCap < o.RetryBase {
+		o.RetryCap = max(DefaultRetryCap, o.RetryBase)
+	}
+	if o.DeniedRetry <= 0 {
+		o.DeniedRetry = DefaultDeniedRetry
 	}
 	return o
 }
@@ -309,7 +332,13 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		WatchesMetadata(&corev1.Secret{}, secretToClusters).
 		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
 		// One fleet controller per manager; tests run several managers in one process.
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentClusters, SkipNameValidation: ptr.To(true)}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.MaxConcurrentClusters,
+			// The backoff of a cluster whose writes failed transiently (a
+			// reconcile that returns an error): per cluster, reset by success.
+			RateLimiter:        workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryCap),
+			SkipNameValidation: ptr.To(true),
+		}).
 		Complete(r)
 	if err != nil {
 		return nil, err

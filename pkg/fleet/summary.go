@@ -31,6 +31,9 @@ type PoolResult struct {
 // Counts are the per-pool figures of a sync.
 type Counts struct {
 	Total, Synced, Drifted, Patched, Skipped, Failed, Conflicts, Overrides, Requests int
+	// Denied counts the Failed objects the spoke refused (or that are held
+	// after a refusal); Transient the other Failed and Conflict ones.
+	Denied, Transient int
 	// DriftedByKind counts drifted objects by "Machine" and "Node".
 	DriftedByKind map[string]int
 	// PatchesByResult counts results by kind and outcome.
@@ -70,6 +73,11 @@ func Count(results []nmsync.Result) Counts {
 			c.Drifted++
 			c.Failed++
 			c.DriftedByKind[r.Kind]++
+			if r.Reason == nmsync.ReasonDenied {
+				c.Denied++
+			} else {
+				c.Transient++
+			}
 		case nmsync.OutcomeSkipped:
 			if r.Reason == nmsync.ReasonMachineNotSynced {
 				c.Total++
@@ -104,10 +112,15 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 		st.Phase = v1alpha1.PhaseInSync
 	default:
 		st.Phase = v1alpha1.PhaseDrifted
-		if pr.DryRun && c.Failed == 0 {
+		switch {
+		case pr.DryRun && c.Failed == 0:
 			st.Reason = "DryRun"
-		} else {
-			st.Reason = "WriteFailed"
+		case c.Denied > 0:
+			// Named apart: retrying cannot fix it, someone must look.
+			st.Reason = ReasonWriteDenied
+			st.Message = truncate(fmt.Sprintf("%d object(s) denied, retried every few minutes; %s", c.Denied, firstDenial(pr.Results)), 1024)
+		default:
+			st.Reason = ReasonWriteFailed
 			st.Message = truncate(firstError(pr.Results), 1024)
 		}
 	}
@@ -164,6 +177,31 @@ func describeChange(ch nmsync.Change) string {
 	default:
 		return fmt.Sprintf("%s %s %s", strings.ToLower(string(ch.Op)), kind, ch.Key)
 	}
+}
+
+// Status reasons of a Drifted pool whose writes did not all succeed.
+const (
+	ReasonWriteFailed = "WriteFailed" // transient: retried with backoff
+	ReasonWriteDenied = "WriteDenied" // refused by the spoke: retried every --denied-retry
+)
+
+func firstDenial(results []nmsync.Result) string {
+	for _, r := range results {
+		if r.Reason == nmsync.ReasonDenied && r.Err != nil {
+			return fmt.Sprintf("%s %s: %v", r.Kind, r.Name, r.Err)
+		}
+	}
+	return ""
+}
+
+func firstTransient(results []nmsync.Result) string {
+	var rest []nmsync.Result
+	for _, r := range results {
+		if r.Reason != nmsync.ReasonDenied {
+			rest = append(rest, r)
+		}
+	}
+	return firstError(rest)
 }
 
 func firstError(results []nmsync.Result) string {

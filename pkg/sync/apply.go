@@ -43,7 +43,21 @@ const (
 	// write did not succeed; nodelink would copy back from the Machine what
 	// was removed from the Node.
 	ReasonMachineNotSynced = "MachineNotSynced"
+	// ReasonDenied, on a Failed result: the spoke refused the patch in a way
+	// that retrying the same patch cannot fix (400, 403 or 422, as admission
+	// webhooks and validation answer), or the object is held after such a
+	// refusal (Applier.Hold) and was not sent again.
+	ReasonDenied = "Denied"
 )
+
+// IsDenied reports whether a write error is a refusal that retrying cannot
+// fix: a 400 Bad Request, 403 Forbidden (an admission webhook's denial; the
+// hub's credential may patch Machines and Nodes) or 422 Invalid. Anything
+// else (timeouts, 5xx, 429, resets, a webhook that could not be called) is
+// transient.
+func IsDenied(err error) bool {
+	return apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+}
 
 // DefaultMaxConflictRetries is used when Applier.MaxConflictRetries is 0.
 const DefaultMaxConflictRetries = 3
@@ -81,6 +95,12 @@ type Applier struct {
 	MaxConflictRetries int
 	// DryRun plans and reports but sends nothing.
 	DryRun bool
+	// Hold, if set, is asked before an object that has drifted is patched. A
+	// non-nil error holds the object back: nothing is sent, and the Result is
+	// Failed with ReasonDenied and that error (the caller's record of an
+	// earlier denial), so a denied object is retried on the caller's cadence,
+	// not on every sync.
+	Hold func(kind, name string) error
 }
 
 // SyncTarget brings t's Machine, then t's Node, in line with d. The Node is
@@ -133,6 +153,12 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 			r.Outcome = OutcomeWouldPatch
 			return r
 		}
+		if a.Hold != nil {
+			if err := a.Hold(kind, r.Name); err != nil {
+				r.Outcome, r.Reason, r.Err = OutcomeFailed, ReasonDenied, err
+				return r
+			}
+		}
 		r.Requests++
 		err := a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, p.Patch))
 		switch {
@@ -144,6 +170,9 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 			return r
 		case !apierrors.IsConflict(err):
 			r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("patch %s %s: %w", lower, r.Name, err)
+			if IsDenied(err) {
+				r.Reason = ReasonDenied
+			}
 			return r
 		}
 		r.Conflicts++

@@ -239,3 +239,51 @@ func TestApplierNilReaderFallsBackToClient(t *testing.T) {
 		t.Errorf("outcome %s after %d gets, want Patched after 1", res[0].Outcome, stub.gets)
 	}
 }
+
+func TestIsDenied(t *testing.T) {
+	gr := schema.GroupResource{Resource: "nodes"}
+	tests := map[string]struct {
+		err  error
+		want bool
+	}{
+		"webhook denial (403)": {apierrors.NewForbidden(gr, "n", errors.New(`admission webhook "x" denied the request`)), true},
+		"invalid (422)":        {apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "n", nil), true},
+		"bad request (400)":    {apierrors.NewBadRequest("no"), true},
+		"webhook unreachable":  {apierrors.NewInternalError(errors.New(`failed calling webhook "x"`)), false},
+		"too many requests":    {apierrors.NewTooManyRequests("slow down", 1), false},
+		"timeout":              {apierrors.NewTimeoutError("slow", 1), false},
+		"connection reset":     {errBoom, false},
+		"conflict":             {conflictErr, false},
+	}
+	for name, tc := range tests {
+		if got := IsDenied(tc.err); got != tc.want {
+			t.Errorf("%s: IsDenied = %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// A denied patch is Failed with ReasonDenied; a held object is not sent at all.
+func TestApplierDeniedAndHeld(t *testing.T) {
+	denial := apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n", errors.New("policy"))
+	stub := &stubClient{errs: map[string][]error{"Node": {denial}}}
+	a := Applier{Client: stub, Reader: stub}
+	d := Desired{Labels: map[string]string{"a": "1"}}
+	res := a.SyncTarget(context.Background(), d, Target{Machine: newMachine("m"), Node: newNode("n")})
+	if res[1].Outcome != OutcomeFailed || res[1].Reason != ReasonDenied || res[1].Requests != 1 {
+		t.Fatalf("node result %+v, want Failed/Denied after 1 request", res[1])
+	}
+	calls := len(stub.calls)
+	a.Hold = func(kind, name string) error {
+		if kind == ResultKindNode {
+			return errBoom
+		}
+		return nil
+	}
+	res = a.SyncTarget(context.Background(), d, Target{Machine: newMachine("m"), Node: newNode("n")})
+	if res[1].Outcome != OutcomeFailed || res[1].Reason != ReasonDenied || res[1].Requests != 0 || !errors.Is(res[1].Err, errBoom) {
+		t.Fatalf("held node result %+v, want Failed/Denied, no request, the hold's error", res[1])
+	}
+	if got := len(stub.calls) - calls; got != 1 {
+		t.Errorf("%d patches with the Node held, want 1 (the Machine)", got)
+	}
+}
