@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 

@@ -37,16 +37,16 @@ const (
 
 // Event reasons on MachinePools and ClusterDeployments.
 const (
-	EventApplied      = "Applied"
-	EventOverrode     = "AppliedOverride"
-	EventWouldApply   = "DriftDetected"
-	EventRefused      = "Refused"
-	EventSyncFailed   = "SyncFailed"
-	EventContested    = "Contested"
+	EventApplied    = "Applied"
+	EventOverrode   = "AppliedOverride"
+	EventWouldApply = "DriftDetected"
+	EventRefused    = "Refused"
+	EventSyncFailed = "SyncFailed"
+	EventContested  = "Contested"
 	// EventDenied: the spoke refused a patch in a way retrying cannot fix
 	// (an admission webhook's denial, a 422); the object is retried every
 	// --denied-retry.
-	EventDenied = "WriteDenied"
+	EventDenied       = "WriteDenied"
 	EventDisconnected = "SpokeUnavailable"
 	EventConnected    = "SpokeConnected"
 	// EventClusterMissing: the pool names a ClusterDeployment that does not exist.
