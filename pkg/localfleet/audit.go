@@ -23,8 +23,12 @@ type AuditEvent struct {
 	ObjectRef struct {
 		Resource  string `json:"resource"`
 		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
 		APIGroup  string `json:"apiGroup"`
 	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 }
 
 // ReadAudit returns every entry of an audit log (Options.Audit).

@@ -1,0 +1,216 @@
+package int_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+)
+
+// hubPatches counts the hub credential's PATCHes in a spoke's audit log
+// from entry offset on: all of them, those the spoke failed with a 5xx, and
+// those per object ("nodes/name").
+func hubPatches(t *testing.T, s *localfleet.Spoke, offset int) (all, failed int, byObject map[string]int) {
+	t.Helper()
+	byObject = map[string]int{}
+	for _, e := range readAudit(t, s.AuditLogPath)[offset:] {
+		if e.Verb != "patch" {
+			continue
+		}
+		all++
+		if e.ResponseStatus.Code >= 500 {
+			failed++
+		}
+		byObject[e.ObjectRef.Resource+"/"+e.ObjectRef.Name]++
+	}
+	return all, failed, byObject
+}
+
+// Half of the controller's patches fail (a webhook that errors every other
+// call, so the API server answers 500) for 30 s. The controller retries with
+// backoff, without waiting for the resync (an hour here), and every object
+// ends up written once more than its failed attempts.
+func TestTransientWriteFailuresAreRetried(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	const replicas = 5
+	addInfraPool(t, ctx, s, replicas)
+	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	waitInSync(t, ctx, f, s, time.Minute)
+
+	var n atomic.Int64
+	hook, err := s.StartWebhook(ctx, func(localfleet.AdmissionCall) localfleet.Verdict {
+		return localfleet.Verdict{Fail: n.Add(1)%2 == 1}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hook.Close(context.Background()) }()
+	offset := auditLines(t, s)
+
+	const fault = 30 * time.Second
+	start := time.Now()
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/flaky"] = "1" }); err != nil {
+		t.Fatal(err)
+	}
+	converged := waitFor(t, "converged while half the patches fail", fault, func() bool {
+		return nodesHold(ctx, s, "infra", hasLabel("example.com/flaky", "1"))
+	})
+	// Whatever is left when the fault clears goes through at once.
+	time.Sleep(time.Until(start.Add(fault)))
+	hook.SetDecide(func(localfleet.AdmissionCall) localfleet.Verdict { return localfleet.Verdict{} })
+	clearedAt := time.Now()
+	waitFor(t, "in sync after the fault clears", 10*time.Second, func() bool {
+		return nodesHold(ctx, s, "infra", hasLabel("example.com/flaky", "1")) && machinesHoldLabel(ctx, s, "example.com/flaky", "1")
+	})
+	t.Logf("in sync %s after the fault cleared (converged %s after the change, during the fault)", time.Since(clearedAt).Round(time.Millisecond), converged.Round(time.Millisecond))
+	waitInSync(t, ctx, f, s, 10*time.Second)
+
+	all, failed, _ := hubPatches(t, s, offset)
+	drifted := 2 * replicas // each Machine and its Node
+	t.Logf("patches: %d for %d drifted objects, %d of them failed by the webhook (%d webhook calls)", all, drifted, failed, hook.Calls())
+	if failed == 0 {
+		t.Fatalf("no patch failed: the fault was not injected")
+	}
+	if ok := all - failed; float64(ok) > 1.1*float64(drifted) {
+		t.Errorf("%d successful patches for %d drifted objects, want at most 1.1 per object plus the failed ones", ok, drifted)
+	}
+}
+
+func machinesHoldLabel(ctx context.Context, s *localfleet.Spoke, k, v string) bool {
+	ms, err := s.Machines(ctx, "infra")
+	if err != nil || len(ms) == 0 {
+		return false
+	}
+	for _, m := range ms {
+		if m.Spec.ObjectMeta.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// A real admission webhook denies every patch of one Node. That Node is
+// reported (status, Event, metric) and retried only every --denied-retry;
+// the pool's other objects converge; once the webhook relents, the Node
+// converges on the next slow retry.
+func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 3)
+	opts := testOptions()
+	opts.DeniedRetry = 5 * time.Second
+	r := startController(t, ctx, controllerConfig(t, ctx, f), opts)
+	waitInSync(t, ctx, f, s, time.Minute)
+	nodes, err := s.Nodes(ctx, "infra")
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("nodes: %v %d", err, len(nodes))
+	}
+	denied := nodes[0].Name
+	const policy = "labels on this Node are frozen by policy"
+	hook, err := s.StartWebhook(ctx, func(c localfleet.AdmissionCall) localfleet.Verdict {
+		return localfleet.Verdict{Deny: c.Resource == "nodes" && c.Name == denied, Message: policy}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hook.Close(context.Background()) }()
+	offset := auditLines(t, s)
+
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/policy"] = "1" }); err != nil {
+		t.Fatal(err)
+	}
+	others := func() bool {
+		ns, err := s.Nodes(ctx, "infra")
+		if err != nil {
+			return false
+		}
+		for _, n := range ns {
+			if n.Name != denied && n.Labels["example.com/policy"] != "1" {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "the other Nodes converge", 10*time.Second, others)
+	hub := f.Hub.Client
+	waitFor(t, "the denial reported on the pool", 10*time.Second, func() bool {
+		st, err := poolSync(ctx, hub, s, "infra")
+		return err == nil && st.Status.Reason == fleet.ReasonWriteDenied &&
+			strings.Contains(st.Status.Message, denied) && strings.Contains(st.Status.Message, policy)
+	})
+	st, _ := poolSync(ctx, hub, s, "infra")
+	t.Logf("status: %s %s %d/%d: %s", st.Status.Phase, st.Status.Reason, st.Status.Synced, st.Status.Total, st.Status.Message)
+	if got := testutil.ToFloat64(r.Metrics.Denied.WithLabelValues(s.Key().String(), s.Name+"-infra")); got != 1 {
+		t.Errorf("denied_objects = %v, want 1", got)
+	}
+	evs := &eventsv1.EventList{}
+	if err := hub.List(ctx, evs, client.InNamespace(s.Name)); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range evs.Items {
+		if e.Reason == fleet.EventDenied && e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, denied) && strings.Contains(e.Note, policy) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no %s Event naming %s and the webhook's message", fleet.EventDenied, denied)
+	}
+
+	// Slow cadence: about one attempt per DeniedRetry, never a loop, while
+	// other changes keep the cluster busy.
+	const window = 12 * time.Second
+	_, _, before := hubPatches(t, s, offset)
+	for i := range 6 {
+		if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/busy"] = string(rune('a' + i)) }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(window / 6)
+	}
+	_, _, after := hubPatches(t, s, offset)
+	attempts := after["nodes/"+denied] - before["nodes/"+denied]
+	t.Logf("patches of the denied Node in %s with 6 pool changes: %d (each new spec is tried once, then held %s)", window, attempts, opts.DeniedRetry)
+	if attempts > 6+int(window/opts.DeniedRetry)+1 {
+		t.Errorf("%d patches of the denied Node in %s: a hot loop", attempts, window)
+	}
+	attemptsAt := time.Now()
+	idle := after["nodes/"+denied]
+	time.Sleep(3 * opts.DeniedRetry)
+	_, _, later := hubPatches(t, s, offset)
+	if n := later["nodes/"+denied] - idle; n > 4 {
+		t.Errorf("%d patches of the denied Node in %s with no change, want about one per %s", n, time.Since(attemptsAt).Round(time.Second), opts.DeniedRetry)
+	}
+
+	hook.SetDecide(func(localfleet.AdmissionCall) localfleet.Verdict { return localfleet.Verdict{} })
+	waitFor(t, "the denied Node converges on the next slow retry", opts.DeniedRetry+10*time.Second, func() bool {
+		ns, err := s.Nodes(ctx, "infra")
+		if err != nil {
+			return false
+		}
+		for _, n := range ns {
+			if n.Labels["example.com/policy"] != "1" || n.Labels["example.com/busy"] != "f" {
+				return false
+			}
+		}
+		return true
+	})
+	waitInSync(t, ctx, f, s, 10*time.Second)
+	if got := testutil.ToFloat64(r.Metrics.Denied.WithLabelValues(s.Key().String(), s.Name+"-infra")); got != 0 {
+		t.Errorf("denied_objects = %v after the webhook relented, want 0", got)
+	}
+}
