@@ -9,13 +9,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
@@ -78,85 +75,80 @@ func DriftReport(ctx context.Context, hub, secrets client.Reader, opts remote.Op
 	return out, ctx.Err()
 }
 
+// driftOfCluster is the controller's dry run of one cluster, read live:
+// the same Decide, the same targets, and the same planner (an Applier in
+// dry-run mode, which sends nothing), so each row says what the
+// controller's status would say.
 func driftOfCluster(ctx context.Context, secrets client.Reader, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, opts remote.Options) []DriftRow {
-	ck := clusterKey(cd.Namespace, cd.Name)
-	rows := make([]DriftRow, len(pools))
-	for i := range pools {
-		rows[i] = DriftRow{Cluster: ck, Pool: pools[i].Name}
-	}
-	all := func(state, reason, msg string) []DriftRow {
-		for i := range rows {
-			if rows[i].State == "" {
-				rows[i].State, rows[i].Reason, rows[i].Message = state, reason, msg
-			}
-		}
-		return rows
-	}
 	if len(pools) == 0 {
 		return nil
 	}
-	if cd.Annotations[AnnotationPaused] == "true" {
-		return all(v1alpha1.PhasePaused, "ClusterPaused", "")
-	}
-	desired := make([]*nmsync.Desired, len(pools))
-	for i := range pools {
-		if pools[i].Annotations[AnnotationPaused] == "true" {
-			rows[i].State, rows[i].Reason = v1alpha1.PhasePaused, "PoolPaused"
-			continue
-		}
-		d, _, err := nmsync.DesiredFromPool(pools[i].Spec)
-		if err != nil {
-			rows[i].State, rows[i].Reason, rows[i].Message = v1alpha1.PhaseRefused, RefusalReason(err), err.Error()
-			continue
-		}
-		desired[i] = &d
-	}
-	reader, closeFn, err := remote.DialReader(ctx, secrets, cd, opts)
-	if err != nil {
-		return all(v1alpha1.PhaseUnreachable, string(remote.ReasonOf(err)), err.Error())
-	}
-	defer closeFn()
-	ms := &machinev1beta1.MachineSetList{}
-	m := &machinev1beta1.MachineList{}
-	n := &corev1.NodeList{}
-	if err := readSpoke(ctx, reader, ms, m, n); err != nil {
-		return all(v1alpha1.PhaseUnreachable, string(remote.ReasonOf(err)), err.Error())
-	}
-	for i := range pools {
-		if desired[i] == nil {
-			continue
-		}
-		changes := map[string]bool{}
-		for _, t := range nmsync.Targets(pools[i].Spec.Name, ms.Items, m.Items, n.Items) {
-			rows[i].Machines++
-			if p := nmsync.PlanMachine(*desired[i], t.Machine); !p.InSync() {
-				rows[i].DriftedMachines++
-				for _, c := range p.Changes {
-					changes[describeChange(c)] = true
+	d := Decide(cd, pools, true)
+	if d.NeedsSpoke {
+		if reader, closeFn, err := remote.DialReader(ctx, secrets, cd, opts); err != nil {
+			d.Unreachable(string(remote.ReasonOf(err)), err.Error())
+		} else {
+			defer closeFn()
+			if objs, err := readSpoke(ctx, reader); err != nil {
+				d.Unreachable(string(remote.ReasonOf(err)), err.Error())
+			} else {
+				targets := d.Targets(objs)
+				results := make([][][]nmsync.Result, len(pools))
+				planner := &nmsync.Applier{DryRun: true}
+				for i := range pools {
+					if d.Desired[i] == nil {
+						continue
+					}
+					for _, t := range targets[i] {
+						results[i] = append(results[i], planner.SyncTarget(ctx, *d.Desired[i], t))
+					}
 				}
-			}
-			if t.Node == nil {
-				rows[i].SkippedNodes++
-				continue
-			}
-			rows[i].Nodes++
-			if p := nmsync.PlanNode(*desired[i], t.Node); !p.InSync() {
-				rows[i].DriftedNodes++
-				for _, c := range p.Changes {
-					changes[describeChange(c)] = true
-				}
+				d.Finish(results)
 			}
 		}
-		for c := range changes {
-			rows[i].Changes = append(rows[i].Changes, c)
-		}
-		sort.Strings(rows[i].Changes)
-		rows[i].State = v1alpha1.PhaseInSync
-		if rows[i].DriftedMachines+rows[i].DriftedNodes > 0 {
-			rows[i].State = v1alpha1.PhaseDrifted
-		}
+	}
+	rows := make([]DriftRow, len(pools))
+	for i, pr := range d.Results {
+		rows[i] = driftRow(pr)
 	}
 	return rows
+}
+
+// driftRow is a pool's line: its status as the controller would write it,
+// with the objects and the changes spelled out.
+func driftRow(pr PoolResult) DriftRow {
+	st := Status(pr)
+	row := DriftRow{Cluster: pr.Cluster, Pool: pr.Pool, State: st.Phase, Reason: st.Reason, Message: st.Message, SkippedNodes: st.Skipped}
+	if row.Reason == "DryRun" {
+		row.Reason = ""
+	}
+	changes := map[string]bool{}
+	for _, r := range pr.Results {
+		counted := r.Outcome != nmsync.OutcomeSkipped
+		drifted := r.Outcome == nmsync.OutcomeWouldPatch
+		switch {
+		case r.Kind == nmsync.ResultKindMachine && counted:
+			row.Machines++
+			if drifted {
+				row.DriftedMachines++
+			}
+		case r.Kind == nmsync.ResultKindNode && counted:
+			row.Nodes++
+			if drifted {
+				row.DriftedNodes++
+			}
+		}
+		if drifted {
+			for _, c := range r.Changes {
+				changes[describeChange(c)] = true
+			}
+		}
+	}
+	for c := range changes {
+		row.Changes = append(row.Changes, c)
+	}
+	sort.Strings(row.Changes)
+	return row
 }
 
 // WriteDrift prints the drift report as a table or as JSON.

@@ -159,155 +159,111 @@ func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, e
 // errTransientWrites: some writes failed in a way a retry may fix.
 var errTransientWrites = errors.New("transient write failures")
 
-// syncCluster returns one PoolResult per pool, the cluster's state, and an
-// error when the sync should be retried with backoff.
+// syncCluster reads, decides, then writes: Decide on the hub's objects,
+// then (if a pool is to be synced) the spoke's objects from its cache, then
+// the writes of every pool's targets, bounded by WritesPerCluster. It returns
+// one PoolResult per pool, the cluster's state, and an error when the spoke
+// could not be read (retried with backoff).
 func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool) ([]PoolResult, string, error) {
 	ck := clusterKey(cd.Namespace, cd.Name)
 	key := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Name}
-	out := make([]PoolResult, len(pools))
-	for i := range pools {
-		out[i] = PoolResult{Cluster: ck, Pool: pools[i].Name, PoolName: pools[i].Spec.Name, Generation: pools[i].Generation, DryRun: r.Opts.DryRun}
-	}
-	setAll := func(phase, reason, msg string) {
-		for i := range out {
-			if out[i].Phase == "" {
-				out[i].Phase, out[i].Reason, out[i].Message = phase, reason, msg
-			}
-		}
-	}
-
-	if cd.Annotations[AnnotationPaused] == "true" {
-		setAll(v1alpha1.PhasePaused, "ClusterPaused", "the ClusterDeployment has "+AnnotationPaused+"=true")
-		return out, StatePaused, nil
-	}
-	if ok, reason, msg := remote.Eligible(cd); !ok {
+	d := Decide(cd, pools, r.Opts.DryRun)
+	if d.State == StateIneligible {
 		r.Spokes.Ensure(ctx, cd) // disconnects an ineligible cluster
-		setAll(v1alpha1.PhaseUnreachable, string(reason), msg)
-		return out, StateIneligible, nil
+	}
+	if d.State == StatePaused || d.State == StateIneligible {
+		return d.Results, d.State, nil
 	}
 	st := r.Spokes.Ensure(ctx, cd)
 	r.noteConnection(cd, st)
-
-	// Validate every pool before anything is read from or written to the spoke.
-	desired := make([]*nmsync.Desired, len(pools))
-	anyValid, anyRefused := false, false
-	for i := range pools {
-		mp := &pools[i]
-		if mp.Annotations[AnnotationPaused] == "true" {
-			out[i].Phase, out[i].Reason, out[i].Message = v1alpha1.PhasePaused, "PoolPaused", "the MachinePool has "+AnnotationPaused+"=true"
-			continue
-		}
-		if !mp.DeletionTimestamp.IsZero() {
-			out[i].Phase, out[i].Reason, out[i].Message = v1alpha1.PhasePaused, "PoolDeleting", "the MachinePool is being deleted"
-			continue
-		}
-		d, warnings, err := nmsync.DesiredFromPool(mp.Spec)
-		out[i].Warnings = warnings
-		if err != nil {
-			out[i].Phase, out[i].Reason, out[i].Message = v1alpha1.PhaseRefused, RefusalReason(err), err.Error()
-			anyRefused = true
-			continue
-		}
-		desired[i] = &d
-		anyValid = true
-	}
-	if !anyValid {
-		if anyRefused {
-			return out, StateRefused, nil
-		}
-		return out, StateInSync, nil
+	if !d.NeedsSpoke {
+		return d.Results, d.State, nil
 	}
 
 	spoke, err := r.Spokes.GetSpoke(key)
 	if err != nil {
 		st = r.Spokes.Status(key)
-		setAll(v1alpha1.PhaseUnreachable, string(st.Reason), st.Message)
+		d.Unreachable(string(st.Reason), st.Message)
 		if st.Reason == remote.ReasonConnecting {
 			// The connect notification brings the cluster back; until then there is
 			// nothing new to say about its pools.
-			for i := range out {
-				out[i].KeepStatus = true
+			for i := range d.Results {
+				d.Results[i].KeepStatus = true
 			}
 		}
-		return out, StateUnreachable, nil
+		return d.Results, d.State, nil
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, r.Opts.SyncTimeout)
 	defer cancel()
-	machineSets := &machinev1beta1.MachineSetList{}
-	machines := &machinev1beta1.MachineList{}
-	nodes := &corev1.NodeList{}
-	if err := readSpoke(ctx, spoke, machineSets, machines, nodes); err != nil {
-		setAll(v1alpha1.PhaseUnreachable, "ReadFailed", err.Error())
-		return out, StateUnreachable, fmt.Errorf("read spoke: %w", err)
+	objs, err := readSpoke(ctx, spoke)
+	if err != nil {
+		d.Unreachable("ReadFailed", err.Error())
+		return d.Results, d.State, fmt.Errorf("read spoke: %w", err)
 	}
 
+	targets := d.Targets(objs)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.Opts.WritesPerCluster)
 	results := make([][][]nmsync.Result, len(pools))
 	for i := range pools {
-		if desired[i] == nil {
+		if d.Desired[i] == nil {
 			continue
 		}
-		targets := nmsync.Targets(pools[i].Spec.Name, machineSets.Items, machines.Items, nodes.Items)
-		results[i] = make([][]nmsync.Result, len(targets))
+		results[i] = make([][]nmsync.Result, len(targets[i]))
+		desired := *d.Desired[i]
 		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
-			Hold: r.denials.hold(ck, fingerprint(*desired[i]))}
-		for j, t := range targets {
+			Hold: r.denials.hold(ck, fingerprint(desired))}
+		for j, t := range targets[i] {
 			if r.contested.isHeld(ck, t) {
 				results[i][j] = []nmsync.Result{{Kind: nmsync.ResultKindMachine, Name: t.Machine.Name, Outcome: nmsync.OutcomeSkipped, Reason: "Contested"}}
 				continue
 			}
-			d := *desired[i]
 			g.Go(func() error {
-				results[i][j] = applier.SyncTarget(gctx, d, t)
+				results[i][j] = applier.SyncTarget(gctx, desired, t)
 				return nil
 			})
 		}
 	}
 	_ = g.Wait()
+	d.Finish(results)
 
-	state := StateInSync
 	for i := range pools {
-		if desired[i] == nil {
+		if d.Desired[i] == nil {
 			continue
 		}
-		fp := fingerprint(*desired[i])
-		for _, rs := range results[i] {
-			out[i].Results = append(out[i].Results, rs...)
-			for _, res := range rs {
-				if r.denials.record(ck, pools[i].Name, fp, res) {
-					r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventDenied, eventAction,
-						"%s %s: the spoke denied the patch; retrying in %s: %v", res.Kind, res.Name, r.Opts.DeniedRetry, res.Err)
-				}
-				if r.contested.record(ck, pools[i].Name, fp, res) {
-					r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventContested, eventAction,
-						"%s %s: another writer keeps undoing this pool's metadata; not writing it for %s", res.Kind, res.Name, r.Opts.ContestedWindow)
-				}
+		fp := fingerprint(*d.Desired[i])
+		for _, res := range d.Results[i].Results {
+			if r.denials.record(ck, pools[i].Name, fp, res) {
+				r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventDenied, eventAction,
+					"%s %s: the spoke denied the patch; retrying in %s: %v", res.Kind, res.Name, r.Opts.DeniedRetry, res.Err)
+			}
+			if r.contested.record(ck, pools[i].Name, fp, res) {
+				r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventContested, eventAction,
+					"%s %s: another writer keeps undoing this pool's metadata; not writing it for %s", res.Kind, res.Name, r.Opts.ContestedWindow)
 			}
 		}
-		if c := Count(out[i].Results); c.Drifted > 0 {
-			state = StateDrifting
-		}
 	}
-	if state == StateInSync && anyRefused {
-		state = StateRefused
-	}
-	return out, state, nil
+	return d.Results, d.State, nil
 }
 
-func readSpoke(ctx context.Context, spoke client.Reader, ms *machinev1beta1.MachineSetList, m *machinev1beta1.MachineList, n *corev1.NodeList) error {
+// readSpoke reads what the planner needs from a spoke.
+func readSpoke(ctx context.Context, spoke client.Reader) (SpokeObjects, error) {
+	ms := &machinev1beta1.MachineSetList{}
+	m := &machinev1beta1.MachineList{}
+	n := &corev1.NodeList{}
 	if err := spoke.List(ctx, ms, client.InNamespace(nmsync.MachineAPINamespace)); err != nil {
-		return fmt.Errorf("list MachineSets: %w", err)
+		return SpokeObjects{}, fmt.Errorf("list MachineSets: %w", err)
 	}
 	if err := spoke.List(ctx, m, client.InNamespace(nmsync.MachineAPINamespace)); err != nil {
-		return fmt.Errorf("list Machines: %w", err)
+		return SpokeObjects{}, fmt.Errorf("list Machines: %w", err)
 	}
 	if err := spoke.List(ctx, n); err != nil {
-		return fmt.Errorf("list Nodes: %w", err)
+		return SpokeObjects{}, fmt.Errorf("list Nodes: %w", err)
 	}
-	return nil
+	return SpokeObjects{MachineSets: ms.Items, Machines: m.Items, Nodes: n.Items}, nil
 }
+
 
 func (r *Reconciler) listPools(ctx context.Context, cd *hivev1.ClusterDeployment) ([]hivev1.MachinePool, error) {
 	list := &hivev1.MachinePoolList{}

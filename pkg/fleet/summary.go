@@ -118,7 +118,7 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 		case c.Denied > 0:
 			// Named apart: retrying cannot fix it, someone must look.
 			st.Reason = ReasonWriteDenied
-			st.Message = truncate(fmt.Sprintf("%d object(s) denied, retried every few minutes; %s", c.Denied, firstDenial(pr.Results)), 1024)
+			st.Message = truncate(fmt.Sprintf("%d object(s) denied by the spoke, retried on a slow cadence; %s", c.Denied, firstDenial(pr.Results)), 1024)
 		default:
 			st.Reason = ReasonWriteFailed
 			st.Message = truncate(firstError(pr.Results), 1024)
