@@ -264,7 +264,6 @@ func readSpoke(ctx context.Context, spoke client.Reader) (SpokeObjects, error) {
 	return SpokeObjects{MachineSets: ms.Items, Machines: m.Items, Nodes: n.Items}, nil
 }
 
-
 func (r *Reconciler) listPools(ctx context.Context, cd *hivev1.ClusterDeployment) ([]hivev1.MachinePool, error) {
 	list := &hivev1.MachinePoolList{}
 	if err := r.Hub.List(ctx, list, client.InNamespace(cd.Namespace), client.MatchingFields{indexPoolByCluster: cd.Name}); err != nil {
