@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	gosync "sync"
 	"time"
 
@@ -46,7 +47,10 @@ const (
 	// EventDenied: the spoke refused a patch in a way retrying cannot fix
 	// (an admission webhook's denial, a 422); the object is retried every
 	// --denied-retry.
-	EventDenied       = "WriteDenied"
+	EventDenied = "WriteDenied"
+	// EventPoolWarning: items of the pool were corrected or ignored, as Hive
+	// does (duplicate taints, machine labels that clash with machine-api's).
+	EventPoolWarning  = "PoolItemsIgnored"
 	EventDisconnected = "SpokeUnavailable"
 	EventConnected    = "SpokeConnected"
 	// EventClusterMissing: the pool names a ClusterDeployment that does not exist.
@@ -307,9 +311,6 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 	for i := range pools {
 		mp, pr := &pools[i], res[i]
 		seen[mp.Name] = true
-		for _, w := range pr.Warnings {
-			logger.Info("pool warning", "pool", mp.Name, "warning", w)
-		}
 		c := Count(pr.Results)
 		for k, n := range c.PatchesByResult {
 			if k[1] != string(nmsync.OutcomeInSync) {
@@ -336,6 +337,13 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			if news, err = r.writeStatus(ctx, mp, st, c.Patched > 0, now); err != nil {
 				logger.Error(err, "write MachinePoolSync", "pool", mp.Name)
 			}
+		}
+		if news && len(pr.Warnings) > 0 {
+			// Said when the status changes, not on every resync.
+			for _, w := range pr.Warnings {
+				logger.Info("pool item ignored or corrected", "pool", mp.Name, "warning", w)
+			}
+			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventPoolWarning, eventAction, "%s", strings.Join(pr.Warnings, "; "))
 		}
 		r.Metrics.PoolRefused.DeletePartialMatch(map[string]string{"cluster": ck, "pool": mp.Name})
 		if pr.Phase == v1alpha1.PhaseRefused {

@@ -124,6 +124,11 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 			st.Message = truncate(firstError(pr.Results), 1024)
 		}
 	}
+	if st.Message == "" && len(pr.Warnings) > 0 {
+		// Items accepted with a correction or ignored, as Hive does (duplicate
+		// taints, machine labels that clash with machine-api's own).
+		st.Message = truncate(strings.Join(pr.Warnings, "; "), 1024)
+	}
 	return st
 }
 
