@@ -56,6 +56,20 @@ func TestStatus(t *testing.T) {
 			}},
 			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseDrifted, Total: 2, Drifted: 2, Reason: "DryRun"},
 		},
+		"a denial is named apart from transient failures": {
+			in: PoolResult{Cluster: "ns/c1", PoolName: "infra", Results: []nmsync.Result{
+				res("Machine", "m1", nmsync.OutcomeInSync),
+				{Kind: "Node", Name: "n1", Outcome: nmsync.OutcomeFailed, Reason: nmsync.ReasonDenied, Err: errors.New("webhook says no"), Requests: 1},
+			}},
+			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseDrifted, Total: 2, Synced: 1, Drifted: 1, Reason: ReasonWriteDenied,
+				Message: "1 object(s) denied by the spoke, retried on a slow cadence; Node n1: webhook says no"},
+		},
+		"items ignored as Hive ignores them are in the message of an in-sync pool": {
+			in: PoolResult{Cluster: "ns/c1", PoolName: "infra", Warnings: []string{"w1", "w2"}, Results: []nmsync.Result{
+				res("Machine", "m1", nmsync.OutcomeInSync),
+			}},
+			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseInSync, Total: 1, Synced: 1, Message: "w1; w2"},
+		},
 		"refused keeps its reason and message": {
 			in:   PoolResult{Cluster: "ns/c1", PoolName: "infra", Phase: v1alpha1.PhaseRefused, Reason: "ReservedKey", Message: "spec.labels[...]"},
 			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseRefused, Reason: "ReservedKey", Message: "spec.labels[...]"},

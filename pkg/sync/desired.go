@@ -83,8 +83,20 @@ var reservedDomains = []struct {
 	{"k8s.io", "the k8s.io domain belongs to Kubernetes"},
 	{"machine.openshift.io", "the machine.openshift.io domain belongs to the machine API"},
 	{"machineconfiguration.openshift.io", "the machineconfiguration.openshift.io domain belongs to the Machine Config Operator"},
-	{"hive.openshift.io", "the hive.openshift.io domain belongs to Hive"},
 	{"hub-node-metadata.openshift.io", "the hub-node-metadata.openshift.io domain holds this controller's bookkeeping"},
+}
+
+// HiveIgnoredMachineLabels are the machine label keys Hive leaves out of a
+// MachineSet's template: the labels machine-api's generated template already
+// carries (Hive's machinepool controller skips any spec.machineLabels key the
+// generated template has, "conflict with generated label -- ignoring").
+// DesiredFromPool drops them with a warning and syncs the rest of the pool, so
+// existing Machines get what new ones get.
+var HiveIgnoredMachineLabels = map[string]bool{
+	"machine.openshift.io/cluster-api-cluster":      true,
+	"machine.openshift.io/cluster-api-machine-role": true,
+	"machine.openshift.io/cluster-api-machine-type": true,
+	LabelMachineSet: true,
 }
 
 // reservedTaintKeys are unprefixed taint keys a pool may not set.
@@ -133,7 +145,7 @@ var validEffects = map[corev1.TaintEffect]bool{
 
 // DesiredFromPool validates a MachinePool spec and returns what it declares.
 // Warnings name items that were accepted with a correction (duplicate
-// taints). Any invalid item makes the whole pool invalid: the error is a
+// taints) or ignored as Hive ignores them (HiveIgnoredMachineLabels). Any invalid item makes the whole pool invalid: the error is a
 // *ValidationError listing every problem, and Desired is empty.
 func DesiredFromPool(spec hivev1.MachinePoolSpec) (Desired, []string, error) {
 	var problems []Problem
@@ -141,6 +153,17 @@ func DesiredFromPool(spec hivev1.MachinePoolSpec) (Desired, []string, error) {
 		problems = append(problems, Problem{Field: field, Value: value, Code: code, Reason: reason})
 	}
 
+	var warnings []string
+	machineLabels := spec.MachineLabels
+	for _, k := range sortedKeys(spec.MachineLabels) {
+		if HiveIgnoredMachineLabels[k] {
+			if len(machineLabels) == len(spec.MachineLabels) {
+				machineLabels = copyMap(spec.MachineLabels)
+			}
+			delete(machineLabels, k)
+			warnings = append(warnings, fmt.Sprintf("spec.machineLabels[%q]: ignored, as Hive ignores it: machine-api generates this label on the pool's Machines", k))
+		}
+	}
 	checkLabels := func(path string, labels map[string]string, max int) {
 		if len(labels) > max {
 			add(path, fmt.Sprint(len(labels)), CodeTooMany, fmt.Sprintf("too many: %d, at most %d", len(labels), max))
@@ -158,12 +181,11 @@ func DesiredFromPool(spec hivev1.MachinePoolSpec) (Desired, []string, error) {
 		}
 	}
 	checkLabels("spec.labels", spec.Labels, MaxLabels)
-	checkLabels("spec.machineLabels", spec.MachineLabels, MaxMachineLabels)
+	checkLabels("spec.machineLabels", machineLabels, MaxMachineLabels)
 
 	if len(spec.Taints) > MaxTaints {
 		add("spec.taints", fmt.Sprint(len(spec.Taints)), CodeTooMany, fmt.Sprintf("too many: %d, at most %d", len(spec.Taints), MaxTaints))
 	}
-	var warnings []string
 	var taints []corev1.Taint
 	first := map[string]int{} // key:Effect -> index in spec.taints
 	for i, t := range spec.Taints {
@@ -200,7 +222,7 @@ func DesiredFromPool(spec hivev1.MachinePoolSpec) (Desired, []string, error) {
 	}
 	return Desired{
 		Labels:        copyMap(spec.Labels),
-		MachineLabels: copyMap(spec.MachineLabels),
+		MachineLabels: copyMap(machineLabels),
 		Taints:        taints,
 	}, warnings, nil
 }

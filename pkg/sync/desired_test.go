@@ -44,7 +44,7 @@ func TestDesiredFromPool(t *testing.T) {
 		"every problem is listed": {
 			spec: hivev1.MachinePoolSpec{
 				Labels:        map[string]string{"kubernetes.io/hostname": "x", "ok": "bad value!", "bad key!": ""},
-				MachineLabels: map[string]string{"machine.openshift.io/cluster-api-machineset": "x"},
+				MachineLabels: map[string]string{"machine.openshift.io/instance-type": "x"},
 				Taints: []corev1.Taint{
 					taint("", "", noSchedule),
 					taint("t", "", ""),
@@ -58,7 +58,7 @@ func TestDesiredFromPool(t *testing.T) {
 				{Field: `spec.labels["kubernetes.io/hostname"]`, Value: "kubernetes.io/hostname", Code: CodeReservedKey,
 					Reason: "reserved key: the kubernetes.io domain belongs to Kubernetes"},
 				{Field: `spec.labels["ok"]`, Value: "bad value!", Code: CodeInvalidValue},
-				{Field: `spec.machineLabels["machine.openshift.io/cluster-api-machineset"]`, Value: "machine.openshift.io/cluster-api-machineset", Code: CodeReservedKey,
+				{Field: `spec.machineLabels["machine.openshift.io/instance-type"]`, Value: "machine.openshift.io/instance-type", Code: CodeReservedKey,
 					Reason: "reserved key: the machine.openshift.io domain belongs to the machine API"},
 				{Field: "spec.taints[0].key", Code: CodeInvalidKey, Reason: "invalid key: required"},
 				{Field: "spec.taints[1].effect", Code: CodeInvalidEffect,
@@ -70,6 +70,34 @@ func TestDesiredFromPool(t *testing.T) {
 				{Field: "spec.taints[4].key", Value: "node-role.kubernetes.io/master", Code: CodeReservedKey,
 					Reason: "reserved key: the master node role belongs to the control plane"},
 			},
+		},
+		"machine labels Hive ignores are dropped with a warning, the rest synced": {
+			spec: hivev1.MachinePoolSpec{
+				Labels: map[string]string{"example.com/a": "b"},
+				MachineLabels: map[string]string{
+					"machine.openshift.io/cluster-api-cluster":      "x",
+					"machine.openshift.io/cluster-api-machineset":   "x",
+					"machine.openshift.io/cluster-api-machine-role": "x",
+					"machine.openshift.io/cluster-api-machine-type": "x",
+					"example.com/cost": "1",
+				},
+			},
+			want: Desired{Labels: map[string]string{"example.com/a": "b"}, MachineLabels: map[string]string{"example.com/cost": "1"}},
+			wantWarnings: []string{
+				`spec.machineLabels["machine.openshift.io/cluster-api-cluster"]: ignored, as Hive ignores it: machine-api generates this label on the pool's Machines`,
+				`spec.machineLabels["machine.openshift.io/cluster-api-machine-role"]: ignored, as Hive ignores it: machine-api generates this label on the pool's Machines`,
+				`spec.machineLabels["machine.openshift.io/cluster-api-machine-type"]: ignored, as Hive ignores it: machine-api generates this label on the pool's Machines`,
+				`spec.machineLabels["machine.openshift.io/cluster-api-machineset"]: ignored, as Hive ignores it: machine-api generates this label on the pool's Machines`,
+			},
+		},
+		"only ignored machine labels: valid, no machine labels": {
+			spec:         hivev1.MachinePoolSpec{MachineLabels: map[string]string{"machine.openshift.io/cluster-api-cluster": "x"}},
+			want:         Desired{},
+			wantWarnings: []string{`spec.machineLabels["machine.openshift.io/cluster-api-cluster"]: ignored, as Hive ignores it: machine-api generates this label on the pool's Machines`},
+		},
+		"Hive's domain is delivered, as Hive delivers it": {
+			spec: hivev1.MachinePoolSpec{Labels: map[string]string{"hive.openshift.io/team": "a"}, MachineLabels: map[string]string{"hive.openshift.io/team": "a"}},
+			want: Desired{Labels: map[string]string{"hive.openshift.io/team": "a"}, MachineLabels: map[string]string{"hive.openshift.io/team": "a"}},
 		},
 		"too many": {
 			spec: hivev1.MachinePoolSpec{
@@ -155,7 +183,7 @@ func TestReservedKey(t *testing.T) {
 		"machine.openshift.io/cluster-api-machineset": {true, true},
 		"machine.openshift.io/interruptible-instance": {true, true},
 		"machineconfiguration.openshift.io/role":      {true, true},
-		"hive.openshift.io/machine-pool":              {true, true},
+		"hive.openshift.io/machine-pool":              {false, false},
 		"hub-node-metadata.openshift.io/owned-labels": {true, true},
 		"ToBeDeletedByClusterAutoscaler":              {false, true},
 		"DeletionCandidateOfClusterAutoscaler":        {false, true},

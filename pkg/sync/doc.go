@@ -43,7 +43,6 @@
 //	kubernetes.io, k8s.io                 Kubernetes (kubelet, node controllers, well-known labels)
 //	machine.openshift.io                  machine API (cluster-api-* generated and selector labels)
 //	machineconfiguration.openshift.io     Machine Config Operator
-//	hive.openshift.io                     Hive
 //	hub-node-metadata.openshift.io        this controller's bookkeeping
 //
 // except node-role.kubernetes.io/<role> for any role but master and
@@ -51,7 +50,52 @@
 // a taint). It also refuses the unprefixed cluster-autoscaler taint keys
 // ToBeDeletedByClusterAutoscaler and DeletionCandidateOfClusterAutoscaler.
 // A pool with any invalid item is refused whole with a *ValidationError that
-// lists every problem; duplicate taints only warn.
+// lists every problem; duplicate taints and the machine labels Hive ignores
+// (HiveIgnoredMachineLabels) only warn.
+//
+// # Agreement with Hive, item by item
+//
+// Checked in Hive's source (pkg/controller/machinepool/machinepool_controller.go,
+// generateMachineSets; pkg/controller/utils/taints.go, GetUniqueTaints;
+// pkg/validating-webhooks/hive/v1/machinepool_validating_admission_hook.go)
+// and machine-api's nodelink (pkg/controller/nodelink). Where Hive delivers an
+// item to new Machines or Nodes and we refuse it, the reason is that writing it
+// on existing objects is unsafe.
+//
+//	input                          | what Hive does                                   | what we do                          | why
+//	-------------------------------+--------------------------------------------------+-------------------------------------+------------------------------------------
+//	spec.labels, bad key or value  | webhook refuses (metav1 ValidateLabels)          | refuse the pool                     | same answer; such a pool cannot be created
+//	spec.labels, kubernetes.io,    | webhook accepts; template gets it; nodelink      | refuse the pool                     | unsafe: overrides kubelet's and the node
+//	  k8s.io (not node-role/<r>)   |   copies it onto new Nodes                       |                                     |   controllers' labels (hostname, os, arch,
+//	                               |                                                  |                                     |   topology) that scheduling relies on
+//	node-role.kubernetes.io/master,| delivered as above                               | refuse the pool                     | unsafe: makes a worker look like (or be
+//	  /control-plane               |                                                  |                                     |   scheduled as) the control plane
+//	machineconfiguration.openshift | delivered as above                               | refuse the pool                     | unsafe: MCO's own keys (pool membership,
+//	  .io keys                     |                                                  |                                     |   config state) on Nodes
+//	hub-node-metadata.openshift.io | delivered as above                               | refuse the pool                     | unsafe: would forge our ownership records
+//	hive.openshift.io keys         | delivered as above                               | apply                               | nothing reads them on Machines or Nodes
+//	spec.machineLabels, the four   | skipped: the generated template already has the  | drop with a warning (status message,| same answer: existing Machines get what new
+//	  generated cluster-api-* keys |   key ("conflict with generated label")          |   PoolItemsIgnored Event), sync rest|   ones get
+//	spec.machineLabels, other      | put in the template: new Machines get it         | refuse the pool                     | unsafe: machine-api's actuators set these on
+//	  machine.openshift.io keys    |                                                  |                                     |   Machines (instance-type, region, zone,
+//	                               |                                                  |                                     |   interruptible-instance); overwriting lies
+//	spec.machineLabels, bad syntax | put in the template; creating a Machine from it  | refuse the pool                     | same outcome: it can reach no Machine
+//	                               |   fails (the API server checks label syntax)     |                                     |
+//	spec.taints, duplicates by     | collapsed, first value wins (GetUniqueTaints)    | collapse, first value wins, warning | same answer
+//	  key+effect                   |                                                  |                                     |
+//	spec.taints, bad effect, key   | no validation; in the template, but the Node API | refuse the pool                     | same outcome: nodelink's Node update is
+//	  or value                     |   refuses it when nodelink copies it             |                                     |   refused, so it never reaches a Node
+//	spec.taints, node.kubernetes   | delivered to new Nodes by nodelink               | refuse the pool                     | unsafe: the node lifecycle controller and
+//	  .io/* and other reserved keys|                                                  |                                     |   kubelet own them (not-ready, unreachable,
+//	                               |                                                  |                                     |   unschedulable); owning one means
+//	                               |                                                  |                                     |   removing it when the pool drops it
+//	spec.taints, the autoscaler's  | delivered as above                               | refuse the pool                     | unsafe: the cluster autoscaler owns them
+//	  unprefixed keys              |                                                  |                                     |
+//	more than 100 labels, 100      | no limit                                         | refuse the pool                     | keeps patches and owned-* records bounded;
+//	  machine labels or 50 taints  |                                                  |                                     |   the limit is far above real pools'
+//	a taint's value changes        | template updated; nodelink never updates a value | update it on Machines and Nodes     | Hive's API promises the pool wins
+//	an item dropped by the pool    | removed from the template (Owned* status);       | removed where our record says we    | nothing foreign is removed
+//	                               |   nodelink never removes from Nodes              |   applied it                        |
 //
 // # Write semantics
 //
