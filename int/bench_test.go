@@ -23,14 +23,15 @@ func TestBenchPipeline(t *testing.T) {
 		t.Fatalf("go build ./hack/bench: %v\n%s", err, out)
 	}
 	cfg := bench.DefaultConfig()
-	cfg.Spokes, cfg.Nodes = 2, 3
-	cfg.Idle = 3 * time.Second
+	// 4 main spokes: one degraded (proxied), 3 healthy for the dead-spoke step.
+	cfg.Spokes, cfg.Nodes = 4, 3
+	cfg.Idle, cfg.IdleResync = 6*time.Second, 2*time.Second
 	cfg.ReactionSamples, cfg.ReactionConcurrency = 10, 2
 	cfg.GrowthSpokes = []int{1}
 	cfg.GrowthNodes, cfg.GrowthNodesSpokes = []int{2, 4}, 1
-	// 2 main spokes (one degraded) + 1 of the Nodes dimension; the ceiling step adds one.
-	// The simulation clears and shares the 3 healthy ones.
-	cfg.MaxRealSpokes, cfg.MaxRealNodes = 4, 2
+	// 4 main spokes (one degraded) + 1 of the Nodes dimension; the ceiling step adds one.
+	// The simulation clears and shares the 5 healthy ones.
+	cfg.MaxRealSpokes, cfg.MaxRealNodes = 6, 2
 	cfg.SimClusters, cfg.SimRealSpokes, cfg.SimTimeout = 20, 0, 3*time.Minute
 	cfg.ConvergeTimeout = 2 * time.Minute
 	cfg.ControllerCommand = []string{bin, "controller"}
@@ -48,7 +49,7 @@ func TestBenchPipeline(t *testing.T) {
 		t.Logf("notes: %v", rep.Notes)
 	}
 	c := rep.Convergence
-	if c.Drifted != 2*2*3 || c.AuditPatches == 0 || c.PerObject <= 0 || c.ConvergenceMs <= 0 || c.IdealMs <= 0 {
+	if c.Drifted != 4*2*3 || c.AuditPatches == 0 || c.PerObject <= 0 || c.ConvergenceMs <= 0 || c.IdealMs <= 0 {
 		t.Errorf("convergence/write cost: %+v", c)
 	}
 	if c.IdleIdealMs <= 0 || c.Ratio <= 0 || c.IdleRatio <= 0 {
@@ -57,8 +58,35 @@ func TestBenchPipeline(t *testing.T) {
 	if bl := rep.Baseline; bl.PatchRTT.N == 0 || bl.WatchHop.N == 0 || bl.DirectFloorMs <= 0 || bl.LoadedRTT.N != bl.DirectWrites || bl.LoadedRTT.MeanMs <= 0 || bl.LoadedInFlight <= 0 {
 		t.Errorf("baseline: %+v", rep.Baseline)
 	}
-	if rep.Idle.WindowS != 3 || rep.Idle.Reads == 0 {
+	// At rest (resyncs every 2 s): nothing but watches, on the spokes and the hub.
+	if id := rep.Idle; id.WindowS != 6 || id.Writes != 0 || id.Hub == nil || id.HubWrites != 0 || id.HubReads != 0 || id.Reads != id.Audit.ByVerb["watch"] {
 		t.Errorf("idle: %+v", rep.Idle)
+	}
+	rs := rep.Restart
+	if rs.Skipped != "" || rs.Clusters != 20 {
+		t.Errorf("restart: %+v", rs)
+	}
+	for name, c := range map[string]bench.RestartCase{"first start": rs.FirstStart, "restart": rs.Restart, "failover": rs.Failover} {
+		if c.InSync != 20 || c.Seconds <= 0 || c.PerCluster <= 0 {
+			t.Errorf("%s: %+v", name, c)
+		}
+	}
+	// Statuses right: one Secret read per cluster; no status rewritten (a
+	// leader election Event may be the only write).
+	if c := rs.Restart; c.PerCluster > 2 || c.WritesPerPool > 0.1 {
+		t.Errorf("restart cost: %+v", c)
+	}
+	if rs.Failover.LeaseTakeoverS <= 0 {
+		t.Errorf("failover: no Lease takeover seen: %+v", rs.Failover)
+	}
+	if d := rep.Detection; d.Skipped != "" || len(d.Seconds) != 3 {
+		t.Errorf("detection: %+v", d)
+	} else {
+		for f, sec := range d.Seconds {
+			if sec > 90 {
+				t.Errorf("detection %s: %.1f s", f, sec)
+			}
+		}
 	}
 	rc := rep.Reaction
 	if rc.NewNode.N+rc.BornInSync != 10 || rc.Removal.N != 10 || rc.Removal.P99Ms <= 0 {
@@ -70,11 +98,11 @@ func TestBenchPipeline(t *testing.T) {
 	if m := rep.Memory; m.Idle0.RSSMiB <= 0 || m.Idle0.HeapInuseMiB <= 0 || m.At.Memory.RSSMiB <= 0 || m.K != 1 {
 		t.Errorf("memory: %+v", m)
 	}
-	if m := rep.Memory; m.MaxRealReached != 4 || m.MaxRealInSync != 4 {
+	if m := rep.Memory; m.MaxRealReached != 6 || m.MaxRealInSync != 6 {
 		t.Errorf("real-spoke ceiling: %+v", m)
 	}
-	if s := rep.Sim; s.Skipped != "" || s.InSync != 20 || s.Memory.RSSMiB <= 0 || s.NodesLabelled != 20 || !s.Extrapolated || s.RealSpokes != 3 ||
-		s.CacheNodes != 7 || s.CacheMachines != 7 || s.CacheMachineSets != 7 { // 20 clusters over 3 spokes: 7 on the first, nothing else left
+	if s := rep.Sim; s.Skipped != "" || s.InSync != 20 || s.Memory.RSSMiB <= 0 || s.NodesLabelled != 20 || !s.Extrapolated || s.RealSpokes != 5 ||
+		s.CacheNodes != 4 || s.CacheMachines != 4 || s.CacheMachineSets != 4 { // 20 clusters over 5 spokes: 4 on the first, nothing else left
 		t.Errorf("sim: %+v", s)
 	}
 	// spokes: 1, 2 (main); nodes: 2, 4.
@@ -90,7 +118,7 @@ func TestBenchPipeline(t *testing.T) {
 		t.Errorf("goals: %+v", rep.Goals)
 	}
 	md := rep.Markdown()
-	for _, h := range []string{"## Goals", "## 1. Write cost", "## 2. Convergence", "## 3. Reaction", "## 4. Hub memory", "## 5. Isolation", "## 6. Cost growth"} {
+	for _, h := range []string{"## Goals", "## 1. Write cost", "## 1b. Restart and failover", "## 1c. Dead spokes", "## 2. Convergence", "## 3. Reaction", "## 4. Hub memory", "## 5. Isolation", "## 6. Cost growth"} {
 		if !strings.Contains(md, h) {
 			t.Errorf("report lacks %q", h)
 		}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
@@ -26,6 +27,10 @@ type Config struct {
 	Spokes, Nodes int
 	// Idle is the window of an in-sync fleet over which requests are counted.
 	Idle time.Duration
+	// IdleResync is the main controller's --resync-period (an override,
+	// printed), so that the idle window spans several resyncs; 0 keeps the
+	// default.
+	IdleResync time.Duration
 	// ReactionSamples per kind (new Node, out-of-band removal), spread over
 	// the healthy spokes, ReactionConcurrency at a time.
 	ReactionSamples, ReactionConcurrency int
@@ -52,9 +57,9 @@ type Config struct {
 	// MaxRealSpokes, when > 0, grows the fleet to that many real spokes
 	// (new ones with MaxRealNodes Nodes) and checks all are InSync.
 	MaxRealSpokes, MaxRealNodes int
-	// HubQPS/HubBurst of the controller's hub client (-1: no client-side
-	// limit, as in a pod). SpokeQPS/SpokeBurst per spoke (0 and
-	// remote.DefaultBurst: the hub-controller flag defaults).
+	// HubQPS/HubBurst of the controller's hub client and SpokeQPS/SpokeBurst
+	// per spoke; the defaults are hub-controller's, and a value that differs
+	// is passed as a flag and printed as an override.
 	HubQPS     float64
 	HubBurst   int
 	SpokeQPS   float64
@@ -81,14 +86,15 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Spokes: 20, Nodes: 50,
-		Idle:            5 * time.Minute,
+		Idle:            10 * time.Minute,
 		ReactionSamples: 50, ReactionConcurrency: 4,
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100}, GrowthNodesSpokes: 10,
 		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, SimRSSCapMiB: 6144,
 		MaxRealSpokes: 50, MaxRealNodes: 3,
-		HubQPS: -1, SpokeBurst: remote.DefaultBurst,
+		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,
+		IdleResync: 3 * time.Minute,
 		ConvergeTimeout: 5 * time.Minute,
 	}
 }

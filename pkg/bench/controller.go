@@ -30,28 +30,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
-// ControllerMain is the controller process the benchmark measures: the same
-// fleet.NewManager setup as `hub-controller run`, with the production
-// defaults of its flags, plus two things the real binary cannot do: it sets
-// the hub client's QPS/Burst (a kubeconfig file cannot carry them, and with
-// --kubeconfig the real binary gets client-go's 5/10), and it serves
-// /memstats, which runs a GC and returns runtime.MemStats, so the heap is
-// measured after GC. The benchmark runs it as a separate process so that
-// its RSS is the controller's alone.
+// ControllerMain is the controller process the benchmark measures: the
+// flags and defaults of `hub-controller run` (fleet.RunConfig) and the same
+// fleet.NewManager setup, plus what only a benchmark needs: it counts its own
+// hub requests (bench_hub_requests_total{verb,resource}, on its metrics
+// endpoint) and serves /memstats, which runs a GC and returns
+// runtime.MemStats, so the heap is measured after GC. The benchmark runs it
+// as a separate process so that its RSS is the controller's alone.
 func ControllerMain(args []string) error {
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "hub kubeconfig")
-	metricsAddr := fs.String("metrics-bind-address", "127.0.0.1:0", "metrics endpoint")
 	memAddr := fs.String("memstats-bind-address", "127.0.0.1:0", "memstats endpoint")
-	hubQPS := fs.Float64("hub-qps", -1, "hub client QPS (-1: no client-side limit, as ctrl.GetConfig in a pod)")
-	hubBurst := fs.Int("hub-burst", 0, "hub client burst")
-	spokeQPS := fs.Float64("spoke-qps", 0, "per-spoke QPS (0: hub-controller's default)")
-	spokeBurst := fs.Int("spoke-burst", remote.DefaultBurst, "per-spoke burst (hub-controller's default)")
 	logPath := fs.String("log", "", "log file (default: stderr)")
+	var rc fleet.RunConfig
+	rc.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,12 +68,18 @@ func ControllerMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.QPS = float32(*hubQPS)
-	cfg.Burst = *hubBurst
-	opts := fleet.Options{}
-	opts.Remote.QPS = float32(*spokeQPS)
-	opts.Remote.Burst = *spokeBurst
-	mgr, _, err := fleet.NewManager(cfg, fleet.ManagerConfig{MetricsAddr: *metricsAddr, ProbeAddr: "0"}, opts)
+	rc.ApplyHub(cfg)
+	hubRequests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bench_hub_requests_total",
+		Help: "The controller's requests to the hub, by verb and resource (counted by the benchmark's wrapper)."}, []string{"verb", "resource"})
+	ctrlmetrics.Registry.MustRegister(hubRequests)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			verb, resource := hubVerb(req)
+			hubRequests.WithLabelValues(verb, resource).Inc()
+			return rt.RoundTrip(req)
+		})
+	})
+	mgr, _, err := fleet.NewManager(cfg, rc.Manager, rc.Options)
 	if err != nil {
 		return err
 	}
@@ -94,6 +99,50 @@ func ControllerMain(args []string) error {
 	go func() { _ = http.Serve(ln, mux) }()
 	fmt.Printf("memstats http://%s/memstats\n", ln.Addr())
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// hubVerb names a hub request as the API server's audit log would: the verb
+// (get, list, watch, create, update, patch, delete) and the resource.
+func hubVerb(req *http.Request) (verb, resource string) {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	// /api/v1/... or /apis/group/version/...; then [namespaces/ns/]resource[/name[/sub]]
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return strings.ToLower(req.Method), "discovery"
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	if len(parts) == 0 {
+		return strings.ToLower(req.Method), "discovery"
+	}
+	resource = parts[0]
+	named := len(parts) >= 2
+	switch req.Method {
+	case http.MethodGet:
+		switch {
+		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
+			return "watch", resource
+		case named:
+			return "get", resource
+		default:
+			return "list", resource
+		}
+	case http.MethodPost:
+		return "create", resource
+	case http.MethodPut:
+		return "update", resource
+	default:
+		return strings.ToLower(req.Method), resource
+	}
 }
 
 // MemStats is what /memstats returns.
@@ -125,7 +174,7 @@ func freePort() (int, error) {
 }
 
 // startController runs cfg.ControllerCommand with the controller flags.
-func (b *bench) startController(ctx context.Context, name string) (*controllerProc, error) {
+func (b *bench) startController(ctx context.Context, name string, extra ...string) (*controllerProc, error) {
 	mport, err := freePort()
 	if err != nil {
 		return nil, err
@@ -140,15 +189,17 @@ func (b *bench) startController(ctx context.Context, name string) (*controllerPr
 		logPath:  filepath.Join(b.outDir, "controller-"+name+".log"),
 		done:     make(chan struct{}),
 	}
-	args := append(append([]string(nil), b.cfg.ControllerCommand[1:]...),
+	// The Deployment's own flags (config/hub), the benchmark's addresses, then
+	// the run's overrides (printed in the report beside what they affect).
+	args := append(append([]string(nil), b.cfg.ControllerCommand[1:]...), b.deployArgs...)
+	args = append(args,
 		"--kubeconfig", b.ctrlKubeconfig,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", mport),
+		"--health-probe-bind-address", "0",
 		"--memstats-bind-address", fmt.Sprintf("127.0.0.1:%d", sport),
-		"--hub-qps", strconv.FormatFloat(b.cfg.HubQPS, 'f', -1, 64),
-		"--hub-burst", strconv.Itoa(b.cfg.HubBurst),
-		"--spoke-qps", strconv.FormatFloat(b.cfg.SpokeQPS, 'f', -1, 64),
-		"--spoke-burst", strconv.Itoa(b.cfg.SpokeBurst),
 		"--log", p.logPath)
+	args = append(args, b.overrides()...)
+	args = append(args, extra...)
 	p.cmd = exec.Command(b.cfg.ControllerCommand[0], args...)
 	if b.memLimit != "" {
 		p.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+b.memLimit)
@@ -350,4 +401,53 @@ func deploymentMemoryLimit(rendered []byte) (string, error) {
 		}
 	}
 	return "", errors.New("config/hub: no Deployment with a manager container and a memory limit")
+}
+
+// deploymentArgs returns the manager container's args in config/hub's
+// rendered Deployment, without the subcommand and the bind addresses (the
+// benchmark picks free ports), plus the Lease namespace a pod would take from
+// its own namespace.
+func deploymentArgs(rendered []byte) ([]string, error) {
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		d := &appsv1.Deployment{}
+		if err := yaml.Unmarshal([]byte(doc), d); err != nil || d.Kind != "Deployment" {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.Name != "manager" {
+				continue
+			}
+			var out []string
+			for _, a := range c.Args {
+				if a == "run" || strings.HasPrefix(a, "--metrics-bind-address") || strings.HasPrefix(a, "--health-probe-bind-address") {
+					continue
+				}
+				out = append(out, a)
+				if a == "--leader-elect" {
+					out = append(out, "--leader-elect-namespace="+d.Namespace)
+				}
+			}
+			return out, nil
+		}
+	}
+	return nil, errors.New("config/hub: no Deployment with a manager container")
+}
+
+// overrides are the flags this run sets away from hub-controller's defaults.
+func (b *bench) overrides() []string {
+	var out []string
+	c := b.cfg
+	if c.HubQPS != fleet.DefaultHubQPS {
+		out = append(out, "--hub-qps="+strconv.FormatFloat(c.HubQPS, 'f', -1, 64))
+	}
+	if c.HubBurst != fleet.DefaultHubBurst {
+		out = append(out, "--hub-burst="+strconv.Itoa(c.HubBurst))
+	}
+	if c.SpokeQPS != remote.DefaultQPS {
+		out = append(out, "--spoke-qps="+strconv.FormatFloat(c.SpokeQPS, 'f', -1, 64))
+	}
+	if c.SpokeBurst != remote.DefaultBurst {
+		out = append(out, "--spoke-burst="+strconv.Itoa(c.SpokeBurst))
+	}
+	return out
 }

@@ -95,6 +95,16 @@ type Goal struct {
 	Note     string `json:"note,omitempty"`
 }
 
+// RestartCase is one start of the controller on a fleet.
+type RestartCase struct {
+	Seconds        float64        `json:"seconds"`
+	InSync         int            `json:"inSync"`
+	PerCluster     float64        `json:"hubRequestsPerCluster"`
+	Hub            map[string]int `json:"hubRequests"`
+	WritesPerPool  float64        `json:"hubWritesPerCluster"`
+	LeaseTakeoverS float64        `json:"leaseTakeoverS,omitempty"`
+}
+
 // Report is everything one run measured.
 type Report struct {
 	Command  string    `json:"command"`
@@ -114,6 +124,10 @@ type Report struct {
 		// GOMEMLIMIT of the controller process: config/hub's Deployment sets it to the
 		// container's memory limit, and so does the benchmark.
 		GOMEMLIMIT string
+		// DeployArgs are the flags config/hub's Deployment gives the controller, which every
+		// controller process of the run gets; Overrides the flags this run changed.
+		DeployArgs []string `json:"deployArgs"`
+		Overrides  []string `json:"overrides"`
 	} `json:"config"`
 	Setup struct {
 		FleetStartS float64 `json:"fleetStartS"`
@@ -143,6 +157,14 @@ type Report struct {
 		ReadsPerSpokePerMin float64        `json:"readsPerSpokePerMinute"`
 		RemoteByVerb        map[string]int `json:"remoteRequestsByVerb"`
 		Patched             float64        `json:"metricPatched"`
+		// Resync is the controller's --resync-period during the window (an override).
+		Resync string `json:"resync"`
+		// SpokePerHour is spoke requests per spoke-hour by verb (audit logs).
+		SpokePerHour map[string]float64 `json:"spokeRequestsPerSpokeHour"`
+		// Hub is the controller's hub requests in the window, by "verb resource".
+		Hub map[string]int `json:"hubRequests"`
+		// HubWrites and HubReads leave out watches and the leader election Lease.
+		HubWrites, HubReads, HubLease int
 	} `json:"idle"`
 	Reaction struct {
 		NewNode     Dist `json:"newNode"`
@@ -200,6 +222,19 @@ type Report struct {
 		SteadyCPUPercent float64 `json:"steadyCPUPercent"`
 		Skipped          string  `json:"skipped,omitempty"`
 	} `json:"sim"`
+	Restart struct {
+		Clusters int `json:"clusters"`
+		// Each case: time from the process start (or the leader's kill) to every
+		// cluster InSync, and the hub requests per cluster (watches and the Lease aside).
+		FirstStart, Restart, Failover RestartCase
+		Skipped                       string `json:"skipped,omitempty"`
+	} `json:"restart"`
+	Detection struct {
+		// Seconds from the fault to the cluster's state Unreachable, by fault.
+		Seconds map[string]float64 `json:"seconds"`
+		Reasons map[string]string  `json:"reasons"`
+		Skipped string             `json:"skipped,omitempty"`
+	} `json:"detection"`
 	Growth []Point  `json:"growth"`
 	Goals  []Goal   `json:"goals"`
 	Notes  []string `json:"notes"`
@@ -225,9 +260,61 @@ func (r *Report) Judge() {
 		g.Note = fmt.Sprintf("%.2f extra requests per object", c.PerObject-1)
 	}
 	add(g)
-	add(Goal{Figure: fmt.Sprintf("Writes while in sync (%s window, %d spokes)", time.Duration(r.Idle.WindowS*float64(time.Second)), r.Idle.Spokes),
-		Goal: "0", Measured: fmt.Sprintf("%d writes, %d reads", r.Idle.Writes, r.Idle.Reads), Pass: r.Idle.Writes == 0,
-		Note: fmt.Sprintf("reads: %.1f per spoke per minute", r.Idle.ReadsPerSpokePerMin)})
+	id := r.Idle
+	window := time.Duration(id.WindowS * float64(time.Second))
+	resync := ""
+	if id.Resync != "" {
+		resync = "; override: --resync-period=" + id.Resync + " so the window spans several resyncs"
+	}
+	add(Goal{Figure: fmt.Sprintf("Writes while in sync (%s window, %d spokes)", window, id.Spokes),
+		Goal: "0", Measured: fmt.Sprintf("%d writes, %d reads", id.Writes, id.Reads), Pass: id.Writes == 0,
+		Note: fmt.Sprintf("reads: %.1f per spoke per minute", id.ReadsPerSpokePerMin)})
+	total, nonWatch := 0.0, 0.0
+	for v, n := range id.SpokePerHour {
+		total += n
+		if v != "watch" {
+			nonWatch += n
+		}
+	}
+	add(Goal{Figure: fmt.Sprintf("Spoke requests at rest, per spoke-hour (%s window, %d spokes)", window, id.Spokes),
+		Goal: "≤ 30, watches only", Measured: fmt.Sprintf("%.1f (%s)", total, verbs(id.SpokePerHour)),
+		Pass: id.WindowS >= 600 && total <= 30 && nonWatch == 0, Note: strings.TrimPrefix(ifStr(id.WindowS < 600, "window under 10 minutes")+resync, "; ")})
+	add(Goal{Figure: fmt.Sprintf("Hub requests at rest (%s window)", window),
+		Goal: "0 writes, 0 non-watch reads", Measured: fmt.Sprintf("%d writes, %d reads (%s)", id.HubWrites, id.HubReads, verbs(id.Hub)),
+		Pass: id.Hub != nil && id.HubWrites == 0 && id.HubReads == 0,
+		Note: strings.TrimPrefix(fmt.Sprintf("leader election Lease: %d requests (one writer per shard; not per cluster)", id.HubLease)+resync, "; ")})
+	rs := r.Restart
+	for _, x := range []struct {
+		name string
+		c    RestartCase
+		goal bool
+	}{{"first start on an empty hub (every MachinePoolSync created)", rs.FirstStart, false}, {"restart, statuses already right", rs.Restart, true}, {"leader failover (kill -9 of the leader)", rs.Failover, true}} {
+		fig := fmt.Sprintf("Restart at %d simulated clusters: %s", rs.Clusters, x.name)
+		if rs.Skipped != "" {
+			add(Goal{Figure: fig, Goal: "≤ 60 s, ≤ 2 hub requests per cluster", Skipped: true, Note: rs.Skipped})
+			continue
+		}
+		g := Goal{Figure: fig, Goal: "≤ 60 s, ≤ 2 hub requests per cluster",
+			Measured: fmt.Sprintf("%.1f s to %d/%d InSync; %.2f hub requests per cluster (%s)", x.c.Seconds, x.c.InSync, rs.Clusters, x.c.PerCluster, verbs(x.c.Hub)),
+			Pass: x.c.InSync == rs.Clusters && x.c.Seconds <= 60 && x.c.PerCluster <= 2}
+		if !x.goal {
+			g.Goal, g.Pass = "— (reported)", x.c.InSync == rs.Clusters
+		}
+		if x.c.LeaseTakeoverS > 0 {
+			g.Note = fmt.Sprintf("of which %.1f s waiting for the dead leader's Lease to expire", x.c.LeaseTakeoverS)
+		}
+		add(g)
+	}
+	for _, fault := range []string{"black-holed", "killed", "frozen"} {
+		fig := "Dead spoke reported Unreachable: " + fault
+		if r.Detection.Skipped != "" {
+			add(Goal{Figure: fig, Goal: "≤ 60 s", Skipped: true, Note: r.Detection.Skipped})
+			continue
+		}
+		sec, ok := r.Detection.Seconds[fault]
+		add(Goal{Figure: fig, Goal: "≤ 60 s", Measured: fmt.Sprintf("%.1f s (%s)", sec, r.Detection.Reasons[fault]), Pass: ok && sec <= 60,
+			Note: ifStr(!ok, "not detected")})
+	}
 	g = Goal{Figure: fmt.Sprintf("Convergence %d spokes × %.0f Nodes vs ideal", c.Spokes, c.NodesPerSpoke), Goal: "≤ 1.5× ideal (at ≥ 20 × 50)",
 		Measured: fmt.Sprintf("%.0f ms vs ideal %.0f ms = %.2f× (RTT measured at %d writes in flight)", c.ConvergenceMs, c.IdealMs, c.Ratio, r.Baseline.LoadedInFlight), Pass: c.Ratio > 0 && c.Ratio <= 1.5}
 	g.Note = ratioMiss(c.Ratio, 1.5)
@@ -302,6 +389,8 @@ func (r *Report) Markdown() string {
 	p("Produced by `%s` on %s (%s), in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Duration)
 	p("Spokes are real kube-apiservers over one etcd (pkg/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; GOMEMLIMIT %s bytes, the memory limit of config/hub's Deployment, which sets GOMEMLIMIT to its container limit).\n\n",
 		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, remote.DefaultQPS), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst, or(r.Config.GOMEMLIMIT, "unset"))
+	p("Every controller process gets the flags of config/hub's Deployment (`%s`; the Lease namespace is the one a pod would take from its own) and parses them with the binary's own flag set (`fleet.RunConfig`). Overrides of this run: %s.\n\n",
+		strings.Join(r.Config.DeployArgs, " "), or(strings.Join(append(slices.Clone(r.Config.Overrides), ifStr(r.Idle.Resync != "", "--resync-period="+r.Idle.Resync+" for the main run (§1, idle window)")), " "), "none"))
 	p("## Goals\n\n| figure | measured | goal | result |\n| --- | --- | --- | --- |\n")
 	for _, g := range r.Goals {
 		res := "PASS"
@@ -323,6 +412,33 @@ func (r *Report) Markdown() string {
 	id := r.Idle
 	p("In sync, over %s on %d spokes: **%d writes**, %d reads. By verb (audit; a watch counts once, when it opens): %s. Reads per spoke per minute: %.1f. Controller metric (all requests by verb): %s; patches_total +%.0f.\n",
 		time.Duration(id.WindowS*float64(time.Second)), id.Spokes, id.Writes, id.Reads, verbs(id.Audit.ByVerb), id.ReadsPerSpokePerMin, verbs(id.RemoteByVerb), id.Patched)
+	p("Per spoke-hour: %s. The controller's own hub requests over the same window (counted by a wrapper around its hub transport, by verb and resource): %s; that is %d writes and %d reads besides watches and the leader election Lease (%d Lease requests: one writer per shard renews it every 2 s, whatever the fleet's size). The main controller ran with --resync-period=%s, so the window spans %.0f resyncs of every cluster.\n",
+		verbs(id.SpokePerHour), verbs(id.Hub), id.HubWrites, id.HubReads, id.HubLease, or(id.Resync, "10m"), id.WindowS/durSeconds(or(id.Resync, "10m")))
+	rs := r.Restart
+	p("\n## 1b. Restart and failover\n\n")
+	if rs.Skipped != "" {
+		p("Not run: %s.\n", rs.Skipped)
+	} else {
+		p("On the simulated fleet (§4), %d clusters, with config/hub's flags (leader election on) and the shipped hub QPS/burst. Time from the process start (or the leader's SIGKILL) to every cluster InSync in the controller's metrics; hub requests counted as in §1, watches and the Lease aside.\n\n| case | time | hub requests per cluster | writes per cluster | by verb |\n| --- | --- | --- | --- | --- |\n", rs.Clusters)
+		for _, x := range []struct {
+			name string
+			c    RestartCase
+		}{{"first start, empty hub", rs.FirstStart}, {"restart, statuses right", rs.Restart}, {fmt.Sprintf("failover (Lease taken after %.1f s)", rs.Failover.LeaseTakeoverS), rs.Failover}} {
+			p("| %s | %.1f s | %.2f | %.2f | %s |\n", x.name, x.c.Seconds, x.c.PerCluster, x.c.WritesPerPool, verbs(x.c.Hub))
+		}
+	}
+	dt := r.Detection
+	p("\n## 1c. Dead spokes\n\n")
+	if dt.Skipped != "" {
+		p("Not run: %s.\n", dt.Skipped)
+	} else {
+		p("Three spokes fail at once, with the shipped health settings (no periodic probe; client-go's HTTP/2 health check and the watches notice, then one probe): one black-holed by its proxy, one whose kube-apiserver is killed with SIGKILL, one frozen with SIGSTOP. Time from the fault to `cluster_state{state=\"unreachable\"}`: ")
+		var parts []string
+		for _, f := range []string{"black-holed", "killed", "frozen"} {
+			parts = append(parts, fmt.Sprintf("%s %.1f s (%s)", f, dt.Seconds[f], dt.Reasons[f]))
+		}
+		p("%s.\n", strings.Join(parts, ", "))
+	}
 	p("\n## 2. Convergence\n\n")
 	bl := r.Baseline
 	p("Measured in the same run, with an admin client and no rate limit, while the controller was up and in sync (so these writes pay for the same watches as the controller's; they change a label no pool owns, so the controller writes nothing):\n\n")
@@ -417,13 +533,33 @@ func safeDiv(a, b float64) float64 {
 	return a / b
 }
 
-func verbs(m map[string]int) string {
+func verbs[V int | float64](m map[string]V) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		switch v := any(m[k]).(type) {
+		case float64:
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, v))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %v", k, v))
+		}
 	}
 	if len(parts) == 0 {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+func ifStr(c bool, s string) string {
+	if c {
+		return s
+	}
+	return ""
+}
+
+func durSeconds(s string) float64 {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 1
+	}
+	return d.Seconds()
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	hub "github.com/openshift/hub-node-metadata/config/hub"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/localfleet"
@@ -45,7 +47,8 @@ type bench struct {
 	mu             sync.Mutex
 	defaults       fleet.Options
 	watchCtx       context.Context
-	memLimit       string // GOMEMLIMIT for the controller, from config/hub's Deployment
+	memLimit       string   // GOMEMLIMIT for the controller, from config/hub's Deployment
+	deployArgs     []string // the controller's flags in config/hub's Deployment
 }
 
 func (b *bench) logf(format string, a ...any) {
@@ -203,6 +206,10 @@ func (b *bench) main(ctx context.Context) error {
 		b.memLimit = cfg.GOMEMLIMIT
 	}
 	b.rep.Config.GOMEMLIMIT = b.memLimit
+	if b.deployArgs, err = deploymentArgs(rendered); err != nil {
+		return err
+	}
+	b.rep.Config.DeployArgs, b.rep.Config.Overrides = b.deployArgs, b.overrides()
 	user, err := f.InstallControllerIdentity(ctx, rendered)
 	if err != nil {
 		return err
@@ -240,7 +247,13 @@ func (b *bench) main(ctx context.Context) error {
 
 	b.logf("starting the controller")
 	start = time.Now()
-	proc, err := b.startController(ctx, "main")
+	var mainArgs []string
+	if cfg.IdleResync > 0 {
+		// Only the idle window depends on it: it must span several resyncs.
+		mainArgs = append(mainArgs, "--resync-period="+cfg.IdleResync.String())
+		b.rep.Idle.Resync = cfg.IdleResync.String()
+	}
+	proc, err := b.startController(ctx, "main", mainArgs...)
 	if err != nil {
 		return err
 	}
@@ -288,8 +301,76 @@ func (b *bench) main(ctx context.Context) error {
 	if err := b.reaction(ctx, healthy); err != nil {
 		b.rep.note("reaction step failed: %v", err)
 	}
+
+	// Dead-spoke detection, with the shipped health settings.
+	if nDeg == 0 || len(healthy) < 3 {
+		b.rep.Detection.Skipped = "needs a degraded (proxied) spoke and 3 healthy ones"
+	} else if err := b.detection(ctx, proc, degraded[0], proxies[0], healthy[len(healthy)-1], healthy[len(healthy)-2]); err != nil {
+		b.rep.Detection.Skipped = "failed: " + err.Error()
+		b.rep.note("detection step failed: %v", err)
+	}
 	proc.stop()
 	return nil
+}
+
+// detection black-holes one spoke, kills another's API server (SIGKILL) and
+// freezes a third's (SIGSTOP) at once, and times each until the controller's
+// metrics say the cluster is unreachable; then heals them and waits until
+// they are in sync again.
+func (b *bench) detection(ctx context.Context, proc *controllerProc, holed *localfleet.Spoke, proxy *localfleet.Proxy, killed, frozen *localfleet.Spoke) error {
+	d := &b.rep.Detection
+	d.Seconds, d.Reasons = map[string]float64{}, map[string]string{}
+	faults := []struct {
+		name        string
+		s           *localfleet.Spoke
+		fault, heal func() error
+	}{
+		{"black-holed", holed, func() error { proxy.BlackHole(true); return nil }, func() error { proxy.BlackHole(false); return nil }},
+		{"killed", killed, killed.KillAPIServer, killed.StartAPIServer},
+		{"frozen", frozen, frozen.FreezeAPIServer, frozen.ThawAPIServer},
+	}
+	if err := b.waitInSync(ctx, proc, len(b.f.Spokes()), b.cfg.ConvergeTimeout); err != nil {
+		return err
+	}
+	b.logf("detection: black-holing %s, killing %s, freezing %s", holed.Name, killed.Name, frozen.Name)
+	start := time.Now()
+	for _, f := range faults {
+		if err := f.fault(); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	defer func() {
+		for _, f := range faults {
+			_ = f.heal()
+		}
+	}()
+	for time.Since(start) < 3*time.Minute && len(d.Seconds) < len(faults) {
+		sm, err := proc.scrape()
+		if err != nil {
+			return err
+		}
+		for _, f := range faults {
+			key := f.s.Key().String()
+			if _, done := d.Seconds[f.name]; !done && sm.Sum("hub_node_metadata_cluster_state", map[string]string{"cluster": key, "state": fleet.StateUnreachable}) == 1 {
+				d.Seconds[f.name] = time.Since(start).Seconds()
+				b.logf("detection: %s reported unreachable after %.1f s", f.name, d.Seconds[f.name])
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // the statuses follow the metric
+	for _, f := range faults {
+		st := &v1alpha1.MachinePoolSync{}
+		if err := b.f.Hub.Client.Get(ctx, types.NamespacedName{Namespace: f.s.Name, Name: f.s.Name + "-" + pool}, st); err == nil {
+			d.Reasons[f.name] = st.Status.Phase + "/" + st.Status.Reason
+		}
+	}
+	for _, f := range faults {
+		if err := f.heal(); err != nil {
+			return fmt.Errorf("heal %s: %w", f.name, err)
+		}
+	}
+	return b.waitInSync(ctx, proc, len(b.f.Spokes()), b.cfg.ConvergeTimeout)
 }
 
 func healthyMs(w Wave, healthy []*localfleet.Spoke) float64 {
@@ -579,6 +660,24 @@ func (b *bench) idle(ctx context.Context, proc *controllerProc, spokes []*localf
 		}
 	}
 	id.Patched = after.Sum("hub_node_metadata_patches_total", map[string]string{"result": "Patched"}) - before.Sum("hub_node_metadata_patches_total", map[string]string{"result": "Patched"})
+	id.SpokePerHour = map[string]float64{}
+	for v, n := range id.Audit.ByVerb {
+		id.SpokePerHour[v] = float64(n) / float64(len(spokes)) / b.cfg.Idle.Hours()
+	}
+	id.Hub = hubRequests(before, after)
+	id.HubWrites, id.HubReads, id.HubLease = 0, 0, 0
+	for k, n := range id.Hub {
+		verb, resource, _ := strings.Cut(k, " ")
+		switch {
+		case resource == "leases":
+			id.HubLease += n
+		case verb == "watch":
+		case verb == "get" || verb == "list":
+			id.HubReads += n
+		default:
+			id.HubWrites += n
+		}
+	}
 	b.logf("idle: %d writes, %d reads (%v)", id.Writes, id.Reads, id.Audit.ByVerb)
 	return nil
 }
@@ -1063,3 +1162,28 @@ func (b *bench) maxReal(ctx context.Context) {
 func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
 
 var _ io.Writer = (*os.File)(nil)
+
+// hubRequests is the controller's hub requests between two scrapes, by
+// "verb resource" (bench_hub_requests_total, counted in ControllerMain).
+func hubRequests(before, after Samples) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		name, labels, _ := strings.Cut(k, "{")
+		if name != "bench_hub_requests_total" {
+			continue
+		}
+		if d := int(v - before[k]); d > 0 {
+			out[labelValue(labels, "verb")+" "+labelValue(labels, "resource")] = d
+		}
+	}
+	return out
+}
+
+func labelValue(labels, key string) string {
+	_, rest, ok := strings.Cut(labels, key+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
+}

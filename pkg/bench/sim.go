@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,6 +115,7 @@ func (b *bench) sim(ctx context.Context) {
 		s.Skipped = "failed: " + err.Error()
 		return
 	}
+	firstStart := time.Now()
 	proc, err := b.startController(ctx, "sim")
 	if err != nil {
 		s.Skipped = "failed: " + err.Error()
@@ -148,6 +151,16 @@ func (b *bench) sim(ctx context.Context) {
 			s.SteadyCPUPercent = 100 * (after.Sum("process_cpu_seconds_total", nil) - before.Sum("process_cpu_seconds_total", nil)) / 30
 		}
 	}
+	rs := &b.rep.Restart
+	rs.Clusters = n
+	if got == n {
+		if sm, err := proc.scrape(); err == nil {
+			rs.FirstStart = restartFigures(Samples{}, sm, n)
+			rs.FirstStart.Seconds, rs.FirstStart.InSync = s.AllInSyncS+start.Sub(firstStart).Seconds(), got
+		}
+	} else {
+		rs.Skipped = fmt.Sprintf("the simulation reached only %d of %d InSync", got, n)
+	}
 	if s.Memory, err = proc.memory(); err != nil {
 		b.rep.note("simulation memory: %v", err)
 	}
@@ -179,6 +192,86 @@ func (b *bench) sim(ctx context.Context) {
 		}
 	}
 	b.logf("sim: %d/%d InSync in %.0f s; heap %.0f MiB, RSS %.0f MiB; %d Nodes labelled", got, n, s.AllInSyncS, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.NodesLabelled)
+	if rs.Skipped == "" {
+		if err := b.restarts(ctx, proc, n); err != nil {
+			rs.Skipped = "failed: " + err.Error()
+			b.rep.note("restart step failed: %v", err)
+		}
+	}
+}
+
+// restarts measures a restart (the process stopped, a new one started, every
+// status already right) and a leader failover (a standby takes over after
+// the leader is killed with SIGKILL and its Lease expires), as config/hub
+// runs the controller: leader election on, the shipped hub QPS.
+func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) error {
+	rs := &b.rep.Restart
+	first.stop()
+	start := time.Now()
+	leader, err := b.startController(ctx, "sim-restart")
+	if err != nil {
+		return err
+	}
+	defer leader.stop()
+	got, err := b.waitState(ctx, leader, fleet.StateInSync, n, b.cfg.SimTimeout, nil)
+	sm, serr := leader.scrape()
+	if err != nil || serr != nil {
+		return fmt.Errorf("restart: %d of %d InSync: %w", got, n, errors.Join(err, serr))
+	}
+	rs.Restart = restartFigures(Samples{}, sm, n)
+	rs.Restart.Seconds, rs.Restart.InSync = time.Since(start).Seconds(), got
+	b.logf("restart: %d InSync after %.1f s, %.2f hub requests per cluster", got, rs.Restart.Seconds, rs.Restart.PerCluster)
+
+	standby, err := b.startController(ctx, "sim-standby")
+	if err != nil {
+		return err
+	}
+	defer standby.stop()
+	time.Sleep(15 * time.Second) // the standby's caches sync; it waits for the Lease
+	before, err := standby.scrape()
+	if err != nil {
+		return err
+	}
+	if err := leader.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	start = time.Now()
+	var takeover time.Duration
+	got, err = b.waitState(ctx, standby, fleet.StateInSync, n, b.cfg.SimTimeout, func(int) {
+		if takeover == 0 {
+			if sm, err := standby.scrape(); err == nil && sm.Sum("leader_election_master_status", nil) >= 1 {
+				takeover = time.Since(start)
+			}
+		}
+	})
+	sm, serr = standby.scrape()
+	if err != nil || serr != nil {
+		return fmt.Errorf("failover: %d of %d InSync: %w", got, n, errors.Join(err, serr))
+	}
+	rs.Failover = restartFigures(before, sm, n)
+	rs.Failover.Seconds, rs.Failover.InSync, rs.Failover.LeaseTakeoverS = time.Since(start).Seconds(), got, takeover.Seconds()
+	b.logf("failover: %d InSync %.1f s after the kill (Lease taken after %.1f s), %.2f hub requests per cluster", got, rs.Failover.Seconds, takeover.Seconds(), rs.Failover.PerCluster)
+	return nil
+}
+
+// restartFigures are the hub requests between two scrapes, per cluster:
+// watches and the leader election Lease aside.
+func restartFigures(before, after Samples, n int) RestartCase {
+	c := RestartCase{Hub: hubRequests(before, after)}
+	counted, writes := 0, 0
+	for k, v := range c.Hub {
+		verb, resource, _ := strings.Cut(k, " ")
+		if verb == "watch" || resource == "leases" {
+			continue
+		}
+		counted += v
+		if verb != "get" && verb != "list" {
+			writes += v
+		}
+	}
+	c.PerCluster = float64(counted) / float64(n)
+	c.WritesPerPool = float64(writes) / float64(n)
+	return c
 }
 
 // simSpokes picks the real spokes the simulated clusters share: SimRealSpokes of them (0:
