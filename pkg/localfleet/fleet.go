@@ -45,6 +45,13 @@ type Options struct {
 	// StartConcurrency bounds how many spoke API servers start at once.
 	// Defaults to 4.
 	StartConcurrency int
+	// HubAuditUsers, when set, makes the hub write an audit log (JSON lines,
+	// Metadata level, at Hub.AuditLogPath) of the requests these users
+	// authenticate as, and nothing else. Provision such a user with
+	// Fleet.HubUser; a process that authenticates as it and impersonates
+	// another identity (a ServiceAccount) is recorded with the impersonated
+	// user in AuditEvent.ImpersonatedUser.
+	HubAuditUsers []string
 }
 
 // Fleet is a hub and its spokes, each a real kube-apiserver. All of them
@@ -71,6 +78,8 @@ type Hub struct {
 	Client client.Client
 	// KubeconfigPath is a kubeconfig file for Config, for kubectl.
 	KubeconfigPath string
+	// AuditLogPath is the hub's audit log (with Options.HubAuditUsers).
+	AuditLogPath string
 }
 
 // AssetsDir returns the folder with the control plane binaries, from
@@ -257,7 +266,11 @@ func adminConfig(s *envtest.APIServer, name string) (*rest.Config, error) {
 }
 
 func (f *Fleet) startHub(ctx context.Context) (*Hub, error) {
-	s, err := f.newAPIServer("hub", nil)
+	extra, auditPath, err := f.auditArgs("hub", f.opts.HubAuditUsers)
+	if err != nil {
+		return nil, err
+	}
+	s, err := f.newAPIServer("hub", extra)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +294,14 @@ func (f *Fleet) startHub(ctx context.Context) (*Hub, error) {
 	if err := writeKubeconfig(path, "hub", cfg); err != nil {
 		return nil, err
 	}
-	return &Hub{APIServer: s, Config: cfg, Client: c, KubeconfigPath: path}, nil
+	return &Hub{APIServer: s, Config: cfg, Client: c, KubeconfigPath: path, AuditLogPath: auditPath}, nil
+}
+
+// HubUser provisions another administrator (group system:masters) on the
+// hub and returns its config. Name it in Options.HubAuditUsers to have its
+// requests, and only them, in the hub's audit log.
+func (f *Fleet) HubUser(name string) (*rest.Config, error) {
+	return adminConfig(f.Hub.APIServer, name)
 }
 
 // RestartHub stops the hub API server and starts it again on the same

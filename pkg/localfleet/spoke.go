@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,16 +42,45 @@ const (
 	MachineAPINamespace = "openshift-machine-api"
 )
 
-// auditPolicy records every request the hub's credential makes, at
-// Metadata level, and nothing else.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
+// auditPolicy records every request of users, at Metadata level, and
+// nothing else. Spokes record the hub's credential.
+func auditPolicy(users []string) string {
+	q := make([]string, len(users))
+	for i, u := range users {
+		q[i] = strconv.Quote(u)
+	}
+	return `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
-  users: ["` + CredentialUser + `"]
+  users: [` + strings.Join(q, ", ") + `]
 - level: None
 `
+}
+
+// auditArgs are the API server flags of an audit log of users' requests in
+// the folder of the API server name, and the log's path; none without users.
+func (f *Fleet) auditArgs(name string, users []string) (map[string]string, string, error) {
+	extra := map[string]string{}
+	if len(users) == 0 {
+		return extra, "", nil
+	}
+	dir := filepath.Join(f.dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", err
+	}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy(users)), 0o600); err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(dir, "audit.log")
+	extra["audit-policy-file"] = policy
+	extra["audit-log-path"] = path
+	extra["audit-log-format"] = "json"
+	extra["audit-log-mode"] = "blocking"
+	return extra, path, nil
+}
 
 // Spoke is one managed cluster: a real kube-apiserver with machine-api's
 // CRDs, registered on the hub as Hive registers an installed cluster.
@@ -84,22 +115,15 @@ func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) {
 	name := fmt.Sprintf("spoke-%d", seq)
 	s := &Spoke{Name: name, InfraID: fmt.Sprintf("%s-x%04d", name, seq), fleet: f, seq: seq}
 
-	extra := map[string]string{}
+	var users []string
 	if f.opts.Audit {
-		dir := filepath.Join(f.dir, name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, err
-		}
-		policy := filepath.Join(dir, "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-			return nil, err
-		}
-		s.AuditLogPath = filepath.Join(dir, "audit.log")
-		extra["audit-policy-file"] = policy
-		extra["audit-log-path"] = s.AuditLogPath
-		extra["audit-log-format"] = "json"
-		extra["audit-log-mode"] = "blocking"
+		users = []string{CredentialUser}
 	}
+	extra, auditPath, err := f.auditArgs(name, users)
+	if err != nil {
+		return nil, err
+	}
+	s.AuditLogPath = auditPath
 	srv, err := f.newAPIServer(name, extra)
 	if err != nil {
 		return nil, err
