@@ -78,6 +78,9 @@ type Reconciler struct {
 	mu        gosync.Mutex
 	lastPools map[string]map[string]bool // cluster -> pool names with series
 	lastConn  map[string]remote.Reason   // cluster -> last connection reason seen
+	// written is the last status this controller wrote per pool (namespace/name),
+	// with the resourceVersion the write returned: the cache may not show it yet.
+	written map[string]writtenStatus
 }
 
 func (r *Reconciler) init() {
@@ -89,6 +92,7 @@ func (r *Reconciler) init() {
 	}
 	if r.lastPools == nil {
 		r.lastPools = map[string]map[string]bool{}
+		r.written = map[string]writtenStatus{}
 		r.lastConn = map[string]remote.Reason{}
 	}
 }
@@ -413,6 +417,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		return false, err
 	}
 	old := cur.Status
+	key := mp.Namespace + "/" + mp.Name
+	r.mu.Lock()
+	last, wrote := r.written[key]
+	r.mu.Unlock()
+	if wrote && last.resourceVersion != cur.ResourceVersion && !created {
+		// The cache has not caught up with our last write yet: compare with what
+		// that write said, so a lagging cache costs no second write.
+		old = last.status
+	}
 	if !created && !changed && sameSummary(old, st) {
 		return false, nil
 	}
@@ -431,14 +444,21 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		if err := r.Hub.Status().Update(ctx, cur); err != nil {
 			return true, fmt.Errorf("update status: %w", err)
 		}
-		return true, nil
-	}
-	// Then merge patches, not Updates: a cached copy one write behind must
-	// not cost a conflict and a retry.
-	if err := r.Hub.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+	} else if err := r.Hub.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		// Then merge patches, not Updates: a cached copy one write behind must
+		// not cost a conflict and a retry.
 		return true, fmt.Errorf("patch status: %w", err)
 	}
+	r.mu.Lock()
+	r.written[key] = writtenStatus{status: cur.Status, resourceVersion: cur.ResourceVersion}
+	r.mu.Unlock()
 	return true, nil
+}
+
+// writtenStatus is a status this controller wrote.
+type writtenStatus struct {
+	status          v1alpha1.MachinePoolSyncStatus
+	resourceVersion string
 }
 
 // sameSummary reports whether two statuses say the same, leaving aside their
@@ -484,6 +504,11 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.denials.forget(ck)
 	r.mu.Lock()
 	delete(r.lastPools, ck)
+	for k := range r.written {
+		if ns, _, _ := strings.Cut(k, "/"); ns == key.Namespace {
+			delete(r.written, k)
+		}
+	}
 	delete(r.lastConn, ck)
 	r.mu.Unlock()
 }
