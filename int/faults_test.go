@@ -267,8 +267,8 @@ func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 		}, "InvalidKey", "-bad-"},
 		{"reserved label", func(p *hivev1.MachinePoolSpec) { p.Labels = map[string]string{"kubernetes.io/hostname": "x"} }, "ReservedKey", "kubernetes.io/hostname"},
 		{"reserved machine label", func(p *hivev1.MachinePoolSpec) {
-			p.MachineLabels = map[string]string{"machine.openshift.io/cluster-api-machineset": "x"}
-		}, "ReservedKey", "machine.openshift.io/cluster-api-machineset"},
+			p.MachineLabels = map[string]string{"machine.openshift.io/instance-type": "x"}
+		}, "ReservedKey", "machine.openshift.io/instance-type"},
 		{"reserved taint", func(p *hivev1.MachinePoolSpec) {
 			p.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unschedulable", Effect: corev1.TaintEffectNoSchedule}}
 		}, "ReservedKey", "node.kubernetes.io/unschedulable"},
@@ -326,6 +326,42 @@ func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 				return c == 1
 			})
 		})
+	})
+
+	// Hive ignores machine labels that clash with machine-api's generated
+	// ones and delivers the rest; so do we, and say so.
+	t.Run("machine labels Hive ignores are ignored, the rest synced", func(t *testing.T) {
+		if _, err := s.UpdatePoolOnHub(ctx, "bad", func(p *hivev1.MachinePoolSpec) {
+			p.Labels, p.Taints = map[string]string{"example.com/bad": "v1", "example.com/with-ignored": "yes"}, nil
+			p.MachineLabels = map[string]string{"machine.openshift.io/cluster-api-machineset": "stolen", "example.com/cost": "low"}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the rest of the pool synced", 30*time.Second, func() bool {
+			ms, err := s.Machines(ctx, "bad")
+			if err != nil || len(ms) == 0 {
+				return false
+			}
+			for _, m := range ms {
+				if m.Labels["example.com/cost"] != "low" || m.Labels["machine.openshift.io/cluster-api-machineset"] == "stolen" {
+					return false
+				}
+			}
+			return nodesHold(ctx, s, "bad", hasLabel("example.com/with-ignored", "yes"))
+		})
+		st, err := badStatus()
+		if err != nil || st.Status.Phase != v1alpha1.PhaseInSync || !strings.Contains(st.Status.Message, "machine.openshift.io/cluster-api-machineset") {
+			t.Errorf("status does not name the ignored key: %v %+v", err, st.Status)
+		}
+		if !hasEvent(ctx, f.Hub.Client, s.Name, s.Name+"-bad", fleet.EventPoolWarning) {
+			t.Errorf("no %s Event on the MachinePool", fleet.EventPoolWarning)
+		}
+		if _, err := s.UpdatePoolOnHub(ctx, "bad", func(p *hivev1.MachinePoolSpec) {
+			p.MachineLabels = nil
+			delete(p.Labels, "example.com/with-ignored")
+		}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("Machine without a nodeRef, nodeRef to a missing Node, Node of another Machine", func(t *testing.T) {

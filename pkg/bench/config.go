@@ -94,7 +94,7 @@ func DefaultConfig() Config {
 		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, SimRSSCapMiB: 6144,
 		MaxRealSpokes: 50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,
-		IdleResync: 3 * time.Minute,
+		IdleResync:      3 * time.Minute,
 		ConvergeTimeout: 5 * time.Minute,
 	}
 }

@@ -30,25 +30,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
-	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
 // ControllerMain is the controller process the benchmark measures: the
-// flags and defaults of `hub-controller run` (fleet.RunConfig) and the same
-// fleet.NewManager setup, plus what only a benchmark needs: it counts its own
-// hub requests (bench_hub_requests_total{verb,resource}, on its metrics
-// endpoint) and serves /memstats, which runs a GC and returns
-// runtime.MemStats, so the heap is measured after GC. The benchmark runs it
-// as a separate process so that its RSS is the controller's alone.
+// flags and defaults of `hub-controller run` (fleet.RunConfig, the same flag
+// set) and the same fleet.NewManager setup, plus what only a benchmark needs:
+// a log file, and /memstats, which runs a GC and returns runtime.MemStats, so
+// the heap is measured after GC. Its hub user agent names its pid, so that
+// the hub's audit log tells the processes of a failover apart. The benchmark
+// runs it as a separate process so that its RSS is the controller's alone.
 func ControllerMain(args []string) error {
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "hub kubeconfig")
-	memAddr := fs.String("memstats-bind-address", "127.0.0.1:0", "memstats endpoint")
-	logPath := fs.String("log", "", "log file (default: stderr)")
+	memAddr := fs.String("memstats-bind-address", "127.0.0.1:0", "memstats endpoint (bench only)")
+	logPath := fs.String("log", "", "log file (bench only; default: stderr)")
 	var rc fleet.RunConfig
 	rc.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -69,16 +66,10 @@ func ControllerMain(args []string) error {
 		return err
 	}
 	rc.ApplyHub(cfg)
-	hubRequests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bench_hub_requests_total",
-		Help: "The controller's requests to the hub, by verb and resource (counted by the benchmark's wrapper)."}, []string{"verb", "resource"})
-	ctrlmetrics.Registry.MustRegister(hubRequests)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			verb, resource := hubVerb(req)
-			hubRequests.WithLabelValues(verb, resource).Inc()
-			return rt.RoundTrip(req)
-		})
-	})
+	cfg.UserAgent = hubUserAgent(os.Getpid())
+	// As `hub-controller run` does: spoke audit logs name the process.
+	host, _ := os.Hostname()
+	rc.Options.Remote.UserAgent = fmt.Sprintf("hub-node-metadata/bench (%s; pid %d)", host, os.Getpid())
 	mgr, _, err := fleet.NewManager(cfg, rc.Manager, rc.Options)
 	if err != nil {
 		return err
@@ -101,49 +92,9 @@ func ControllerMain(args []string) error {
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// hubVerb names a hub request as the API server's audit log would: the verb
-// (get, list, watch, create, update, patch, delete) and the resource.
-func hubVerb(req *http.Request) (verb, resource string) {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	// /api/v1/... or /apis/group/version/...; then [namespaces/ns/]resource[/name[/sub]]
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return strings.ToLower(req.Method), "discovery"
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	if len(parts) == 0 {
-		return strings.ToLower(req.Method), "discovery"
-	}
-	resource = parts[0]
-	named := len(parts) >= 2
-	switch req.Method {
-	case http.MethodGet:
-		switch {
-		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
-			return "watch", resource
-		case named:
-			return "get", resource
-		default:
-			return "list", resource
-		}
-	case http.MethodPost:
-		return "create", resource
-	case http.MethodPut:
-		return "update", resource
-	default:
-		return strings.ToLower(req.Method), resource
-	}
-}
+// hubUserAgent is the controller process's user agent towards the hub;
+// client-go appends to it (leader election sends ".../leader-election").
+func hubUserAgent(pid int) string { return fmt.Sprintf("hub-node-metadata-bench (pid %d)", pid) }
 
 // MemStats is what /memstats returns.
 type MemStats struct {

@@ -296,7 +296,7 @@ func (r *Report) Judge() {
 		}
 		g := Goal{Figure: fig, Goal: "≤ 60 s, ≤ 2 hub requests per cluster",
 			Measured: fmt.Sprintf("%.1f s to %d/%d InSync; %.2f hub requests per cluster (%s)", x.c.Seconds, x.c.InSync, rs.Clusters, x.c.PerCluster, verbs(x.c.Hub)),
-			Pass: x.c.InSync == rs.Clusters && x.c.Seconds <= 60 && x.c.PerCluster <= 2}
+			Pass:     x.c.InSync == rs.Clusters && x.c.Seconds <= 60 && x.c.PerCluster <= 2}
 		if !x.goal {
 			g.Goal, g.Pass = "— (reported)", x.c.InSync == rs.Clusters
 		}
