@@ -1,0 +1,51 @@
+// Package fleet is the hub controller: it turns ClusterDeployments and
+// MachinePools into one reconcile per cluster, and reports what happened in
+// a MachinePoolSync per pool, Events and metrics.
+//
+// # What triggers a reconcile
+//
+// The work item is the ClusterDeployment's namespace/name; one reconcile
+// covers all of the cluster's pools. It is queued by a change of the
+// ClusterDeployment that matters to the controller (generation, annotations,
+// deletion, power state, condition statuses), a MachinePool's spec,
+// annotations or deletion, a change of the cluster's kubeconfig Secret (a
+// metadata-only watch: created, rotated, deleted), and pkg/remote's
+// notifications (connected, disconnected, a Machine, MachineSet or Node
+// changed in the spoke's cache). Each cluster is also resynced every
+// ResyncPeriod (10 minutes, jittered); a resync of a cluster in sync reads
+// only caches and sends nothing anywhere.
+//
+// # What one reconcile reads, decides and writes
+//
+// Read: the ClusterDeployment and its MachinePools from the hub's cache.
+// Decide: Decide, a pure function shared with --dry-run and `hub-controller
+// drift`, says which pools are synced and why the others are not (paused,
+// ineligible, deleting, refused). Read: the spoke's MachineSets, Machines and
+// Nodes from its cache (pkg/remote), if a pool is to be synced. Write: for
+// every target of every pool, the Machine, then its Node (pkg/sync's
+// Applier), at most WritesPerCluster at a time. Then the statuses, Events and
+// metrics.
+//
+// # Status
+//
+// A MachinePoolSync is written only when what it says changes (phase,
+// counts, reason, message), so a fleet in sync writes nothing to the hub;
+// freshness is the metric cluster_last_sync_timestamp_seconds. While a
+// spoke's first connection attempt is in flight, its pools' statuses are
+// left as they are: a restarted controller rewrites nothing that is still
+// true. Refused, WriteDenied, PoolItemsIgnored and ClusterDeploymentMissing
+// Events are emitted when the status changes or a write is denied, not on
+// every resync.
+//
+// # Retries
+//
+// Transient write failures (timeouts, 5xx, 429, conflicts that outlast
+// pkg/sync's re-reads) make the reconcile return an error: the controller's
+// rate limiter requeues the cluster after RetryBase, doubling to RetryCap,
+// reset by a successful sync; a retry that wrote something starts again from
+// RetryBase. A spoke that cannot be read is retried the same way. Denials
+// (400, 403, 422 on a PATCH) are not retried in a loop: the object is held
+// for DeniedRetry, or until the pool's desired metadata changes, and the
+// cluster is requeued when the hold expires. An object that keeps being
+// changed back by another writer is held for ContestedWindow (contest.go).
+package fleet
