@@ -78,8 +78,8 @@ func run() error {
 	gs, gn := ints(cfg.GrowthSpokes), ints(cfg.GrowthNodes)
 	flag.IntVar(&cfg.Spokes, "spokes", cfg.Spokes, "spokes of the main fleet")
 	flag.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "Nodes (pool replicas) per spoke of the main fleet")
-	flag.DurationVar(&cfg.Idle, "idle", cfg.Idle, "window over which an in-sync fleet's requests are counted (at least 10m for the at-rest goals)")
-	flag.DurationVar(&cfg.IdleResync, "idle-resync", cfg.IdleResync, "the main controller's --resync-period, so the idle window spans several resyncs (0: the default 10m)")
+	flag.DurationVar(&cfg.Idle, "idle", cfg.Idle, "window over which an in-sync fleet's requests are counted (the at-rest goals need at least 10m)")
+	flag.DurationVar(&cfg.IdleResync, "idle-resync", cfg.IdleResync, "--resync-period of the at-rest step's controller, printed as an override, so that the window spans 3 resync periods (0: the shipped 10m)")
 	flag.IntVar(&cfg.ReactionSamples, "reaction-samples", cfg.ReactionSamples, "samples per reaction case")
 	flag.IntVar(&cfg.ReactionConcurrency, "reaction-concurrency", cfg.ReactionConcurrency, "reaction samples in flight")
 	flag.Float64Var(&cfg.DegradedFraction, "degraded-fraction", cfg.DegradedFraction, "fraction of spokes black-holed / delayed in the isolation step")
@@ -92,12 +92,15 @@ func run() error {
 	flag.IntVar(&cfg.SimNodes, "sim-nodes", cfg.SimNodes, "Machines and Nodes per simulated cluster")
 	flag.Float64Var(&cfg.SimRSSCapMiB, "sim-rss-cap", cfg.SimRSSCapMiB, "stop the simulation when the controller's RSS passes this many MiB (0: no cap)")
 	flag.DurationVar(&cfg.SimTimeout, "sim-timeout", cfg.SimTimeout, "how long to wait for every simulated cluster to be InSync")
+	flag.DurationVar(&cfg.RestartTimeout, "restart-timeout", cfg.RestartTimeout, "how long to wait for every simulated cluster to be InSync after a restart or a failover (reported as it stood then)")
+	flag.DurationVar(&cfg.SimSteady, "sim-steady", cfg.SimSteady, "window of the controller's CPU once every simulated cluster is InSync (0 skips it)")
 	flag.IntVar(&cfg.MaxRealSpokes, "max-real-spokes", cfg.MaxRealSpokes, "grow the fleet to this many real spokes and check all InSync (0: skip)")
 	flag.IntVar(&cfg.MaxRealNodes, "max-real-nodes", cfg.MaxRealNodes, "Nodes per spoke added by -max-real-spokes")
 	flag.Float64Var(&cfg.HubQPS, "hub-qps", cfg.HubQPS, "controller's hub client QPS (default: hub-controller's; another value is printed as an override)")
 	flag.IntVar(&cfg.HubBurst, "hub-burst", cfg.HubBurst, "controller's hub client burst")
 	flag.Float64Var(&cfg.SpokeQPS, "spoke-qps", cfg.SpokeQPS, "controller's per-spoke QPS (default: hub-controller's)")
 	flag.IntVar(&cfg.SpokeBurst, "spoke-burst", cfg.SpokeBurst, "controller's per-spoke burst")
+	env := flag.String("controller-env", "", "extra KEY=VALUE,... environment of every controller process, printed as overrides (e.g. HTTP2_READ_IDLE_TIMEOUT_SECONDS=5)")
 	flag.StringVar(&cfg.GOMEMLIMIT, "gomemlimit", cfg.GOMEMLIMIT, "controller's GOMEMLIMIT (default: config/hub's Deployment memory limit; off: unset)")
 	flag.DurationVar(&cfg.ConvergeTimeout, "converge-timeout", cfg.ConvergeTimeout, "bound of every convergence wait")
 	out := flag.String("out", "_out/bench", "report folder")
@@ -106,6 +109,14 @@ func run() error {
 	verbose := flag.Bool("v", false, "show the API servers' output")
 	flag.Parse()
 	cfg.GrowthSpokes, cfg.GrowthNodes = gs, gn
+	for _, e := range strings.Split(*env, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			if !strings.Contains(e, "=") {
+				return fmt.Errorf("-controller-env: %q is not KEY=VALUE", e)
+			}
+			cfg.ControllerEnv = append(cfg.ControllerEnv, e)
+		}
+	}
 
 	exe, err := os.Executable()
 	if err != nil {

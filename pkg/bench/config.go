@@ -27,9 +27,9 @@ type Config struct {
 	Spokes, Nodes int
 	// Idle is the window of an in-sync fleet over which requests are counted.
 	Idle time.Duration
-	// IdleResync is the main controller's --resync-period (an override,
-	// printed), so that the idle window spans several resyncs; 0 keeps the
-	// default.
+	// IdleResync is the --resync-period of the at-rest step's controller
+	// (an override, printed), so that the window spans several resyncs; 0
+	// keeps the shipped period.
 	IdleResync time.Duration
 	// ReactionSamples per kind (new Node, out-of-band removal), spread over
 	// the healthy spokes, ReactionConcurrency at a time.
@@ -51,6 +51,13 @@ type Config struct {
 	// them), SimNodes Machines and Nodes each (0 skips the step).
 	SimClusters, SimRealSpokes, SimNodes int
 	SimTimeout                           time.Duration
+	// RestartTimeout bounds the wait for every simulated cluster to be
+	// InSync after a restart and after a failover (their goal is a minute);
+	// a case that times out is reported as it stood.
+	RestartTimeout time.Duration
+	// SimSteady is the window over which the controller's CPU is measured
+	// once every simulated cluster is in sync (0 skips it).
+	SimSteady time.Duration
 	// SimRSSCapMiB stops the simulation when the controller's RSS passes
 	// it (protects a shared machine); 0 disables.
 	SimRSSCapMiB float64
@@ -64,6 +71,10 @@ type Config struct {
 	HubBurst   int
 	SpokeQPS   float64
 	SpokeBurst int
+	// ControllerEnv are extra KEY=VALUE environment variables of every
+	// controller process (e.g. client-go's HTTP2_READ_IDLE_TIMEOUT_SECONDS),
+	// printed as overrides.
+	ControllerEnv []string
 	// GOMEMLIMIT of the controller process: "" takes config/hub's Deployment memory
 	// limit (the Deployment sets GOMEMLIMIT to it), "off" leaves it unset.
 	GOMEMLIMIT string
@@ -91,7 +102,7 @@ func DefaultConfig() Config {
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100}, GrowthNodesSpokes: 10,
-		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, SimRSSCapMiB: 6144,
+		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, RestartTimeout: 3 * time.Minute, SimSteady: 30 * time.Second, SimRSSCapMiB: 6144,
 		MaxRealSpokes: 50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,
 		IdleResync:      3 * time.Minute,

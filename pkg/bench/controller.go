@@ -110,6 +110,8 @@ type controllerProc struct {
 	metrics  string
 	memstats string
 	logPath  string
+	ua       string        // its hub user agent (hubUserAgent)
+	started  time.Time     // when it was started
 	done     chan struct{} // closed when the process exits
 	err      error         // its exit error, once done is closed
 	stopOnce sync.Once
@@ -152,14 +154,17 @@ func (b *bench) startController(ctx context.Context, name string, extra ...strin
 	args = append(args, b.overrides()...)
 	args = append(args, extra...)
 	p.cmd = exec.Command(b.cfg.ControllerCommand[0], args...)
+	p.cmd.Env = append(os.Environ(), b.cfg.ControllerEnv...)
 	if b.memLimit != "" {
-		p.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+b.memLimit)
+		p.cmd.Env = append(p.cmd.Env, "GOMEMLIMIT="+b.memLimit)
 	}
 	p.cmd.Stdout = io.Discard
 	p.cmd.Stderr = os.Stderr
+	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
+	p.ua = hubUserAgent(p.cmd.Process.Pid)
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -178,6 +183,16 @@ func (b *bench) startController(ctx context.Context, name string, extra ...strin
 		time.Sleep(100 * time.Millisecond)
 	}
 	return p, nil
+}
+
+// kill ends the process at once (SIGKILL), as when its node dies: no
+// graceful shutdown, its Lease is not released.
+func (p *controllerProc) kill() error {
+	if err := p.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	<-p.done
+	return nil
 }
 
 func (p *controllerProc) stop() {
@@ -399,6 +414,15 @@ func (b *bench) overrides() []string {
 	}
 	if c.SpokeBurst != remote.DefaultBurst {
 		out = append(out, "--spoke-burst="+strconv.Itoa(c.SpokeBurst))
+	}
+	return out
+}
+
+// envOverrides are the controller processes' extra environment, as printed.
+func (b *bench) envOverrides() []string {
+	var out []string
+	for _, e := range b.cfg.ControllerEnv {
+		out = append(out, "env "+e)
 	}
 	return out
 }

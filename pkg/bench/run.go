@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +48,7 @@ type bench struct {
 	watchCtx       context.Context
 	memLimit       string   // GOMEMLIMIT for the controller, from config/hub's Deployment
 	deployArgs     []string // the controller's flags in config/hub's Deployment
+	hub            *hubLog  // the hub's audit log of the controllers' requests
 }
 
 func (b *bench) logf(format string, a ...any) {
@@ -76,6 +76,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.ReactionConcurrency <= 0 {
 		cfg.ReactionConcurrency = 1
+	}
+	if cfg.RestartTimeout <= 0 {
+		cfg.RestartTimeout = cfg.SimTimeout
 	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, err
@@ -184,7 +187,7 @@ func (b *bench) main(ctx context.Context) error {
 	cfg := b.cfg
 	b.logf("starting a hub and %d spokes (audit logs on)", cfg.Spokes)
 	start := time.Now()
-	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: cfg.Spokes, Audit: true, Log: cfg.FleetLog})
+	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: cfg.Spokes, Audit: true, HubAuditUsers: []string{ctrlHubUser}, Log: cfg.FleetLog})
 	if err != nil {
 		return fmt.Errorf("start fleet: %w", err)
 	}
@@ -209,15 +212,22 @@ func (b *bench) main(ctx context.Context) error {
 	if b.deployArgs, err = deploymentArgs(rendered); err != nil {
 		return err
 	}
-	b.rep.Config.DeployArgs, b.rep.Config.Overrides = b.deployArgs, b.overrides()
+	b.rep.Config.DeployArgs, b.rep.Config.Overrides = b.deployArgs, append(b.overrides(), b.envOverrides()...)
 	user, err := f.InstallControllerIdentity(ctx, rendered)
 	if err != nil {
 		return err
 	}
-	b.ctrlKubeconfig = filepath.Join(b.outDir, "controller.kubeconfig")
-	if err := controllerKubeconfig(b.ctrlKubeconfig, f.Hub.Config, user); err != nil {
+	// The controller authenticates as a user of its own, the one the hub's
+	// audit log records, and impersonates config/hub's ServiceAccount.
+	ctrlCfg, err := f.HubUser(ctrlHubUser)
+	if err != nil {
 		return err
 	}
+	b.ctrlKubeconfig = filepath.Join(b.outDir, "controller.kubeconfig")
+	if err := controllerKubeconfig(b.ctrlKubeconfig, ctrlCfg, user); err != nil {
+		return err
+	}
+	b.hub = &hubLog{path: f.Hub.AuditLogPath}
 
 	spokes := f.Spokes()
 	start = time.Now()
@@ -247,13 +257,7 @@ func (b *bench) main(ctx context.Context) error {
 
 	b.logf("starting the controller")
 	start = time.Now()
-	var mainArgs []string
-	if cfg.IdleResync > 0 {
-		// Only the idle window depends on it: it must span several resyncs.
-		mainArgs = append(mainArgs, "--resync-period="+cfg.IdleResync.String())
-		b.rep.Idle.Resync = cfg.IdleResync.String()
-	}
-	proc, err := b.startController(ctx, "main", mainArgs...)
+	proc, err := b.startController(ctx, "main")
 	if err != nil {
 		return err
 	}
@@ -284,11 +288,6 @@ func (b *bench) main(ctx context.Context) error {
 	b.rep.Growth = append(b.rep.Growth, Point{Dimension: "spokes", Wave: w1, Memory: memMain})
 	b.logf("convergence %d×%.0f: %.0f ms (ideal %.0f ms, %.2f×), %.2f requests/object", w1.Spokes, w1.NodesPerSpoke, w1.ConvergenceMs, w1.IdealMs, w1.Ratio, w1.PerObject)
 
-	// Idle window.
-	if err := b.idle(ctx, proc, spokes); err != nil {
-		return fmt.Errorf("idle: %w", err)
-	}
-
 	// 5: isolation.
 	if nDeg == 0 {
 		b.rep.Isolation.Skipped = "needs 2 or more spokes and a degraded fraction"
@@ -303,23 +302,33 @@ func (b *bench) main(ctx context.Context) error {
 	}
 
 	// Dead-spoke detection, with the shipped health settings.
-	if nDeg == 0 || len(healthy) < 3 {
-		b.rep.Detection.Skipped = "needs a degraded (proxied) spoke and 3 healthy ones"
+	if nDeg == 0 || len(healthy) < 2 {
+		b.rep.Detection.Skipped = "needs a degraded (proxied) spoke and 2 healthy ones"
 	} else if err := b.detection(ctx, proc, degraded[0], proxies[0], healthy[len(healthy)-1], healthy[len(healthy)-2]); err != nil {
 		b.rep.Detection.Skipped = "failed: " + err.Error()
 		b.rep.note("detection step failed: %v", err)
 	}
 	proc.stop()
+
+	// 1: at rest, a process of its own (the only one with a shortened resync).
+	if err := b.idle(ctx, spokes); err != nil {
+		b.rep.Idle.Skipped = "failed: " + err.Error()
+		b.rep.note("at-rest step failed: %v", err)
+	}
 	return nil
 }
 
+// detectTimeout bounds the wait for a dead spoke to be reported.
+const detectTimeout = 3 * time.Minute
+
 // detection black-holes one spoke, kills another's API server (SIGKILL) and
 // freezes a third's (SIGSTOP) at once, and times each until the controller's
-// metrics say the cluster is unreachable; then heals them and waits until
-// they are in sync again.
+// metrics say the cluster is unreachable and until its MachinePoolSync says
+// Unreachable; it heals each once both are seen (SIGCONT for the frozen one)
+// and waits until every cluster is in sync again.
 func (b *bench) detection(ctx context.Context, proc *controllerProc, holed *localfleet.Spoke, proxy *localfleet.Proxy, killed, frozen *localfleet.Spoke) error {
 	d := &b.rep.Detection
-	d.Seconds, d.Reasons = map[string]float64{}, map[string]string{}
+	d.Cases = map[string]*DetectCase{}
 	faults := []struct {
 		name        string
 		s           *localfleet.Spoke
@@ -332,45 +341,78 @@ func (b *bench) detection(ctx context.Context, proc *controllerProc, holed *loca
 	if err := b.waitInSync(ctx, proc, len(b.f.Spokes()), b.cfg.ConvergeTimeout); err != nil {
 		return err
 	}
+	// Quiet first: the last requests of the earlier steps are behind us, as
+	// on a fleet at rest.
+	time.Sleep(2 * time.Second)
 	b.logf("detection: black-holing %s, killing %s, freezing %s", holed.Name, killed.Name, frozen.Name)
+	// Each fault is healed as soon as it is reported (the proxy opened, the
+	// API server restarted, SIGCONT), as an operator would; whatever is left
+	// is healed on the way out.
+	healed := map[string]bool{}
+	heal := func(name string, fn func() error) error {
+		if healed[name] {
+			return nil
+		}
+		healed[name] = true
+		if err := fn(); err != nil {
+			return fmt.Errorf("heal %s: %w", name, err)
+		}
+		return nil
+	}
+	defer func() {
+		for _, f := range faults {
+			_ = heal(f.name, f.heal)
+		}
+	}()
 	start := time.Now()
 	for _, f := range faults {
 		if err := f.fault(); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
+		d.Cases[f.name] = &DetectCase{Cluster: f.s.Name}
 	}
-	defer func() {
-		for _, f := range faults {
-			_ = f.heal()
-		}
-	}()
-	for time.Since(start) < 3*time.Minute && len(d.Seconds) < len(faults) {
+	lastHeal := time.Now()
+	for time.Since(start) < detectTimeout && len(healed) < len(faults) {
 		sm, err := proc.scrape()
 		if err != nil {
 			return err
 		}
 		for _, f := range faults {
-			key := f.s.Key().String()
-			if _, done := d.Seconds[f.name]; !done && sm.Sum("hub_node_metadata_cluster_state", map[string]string{"cluster": key, "state": fleet.StateUnreachable}) == 1 {
-				d.Seconds[f.name] = time.Since(start).Seconds()
-				b.logf("detection: %s reported unreachable after %.1f s", f.name, d.Seconds[f.name])
+			c := d.Cases[f.name]
+			if c.MetricS == 0 && sm.Sum("hub_node_metadata_cluster_state", map[string]string{"cluster": f.s.Key().String(), "state": fleet.StateUnreachable}) == 1 {
+				c.MetricS = time.Since(start).Seconds()
+				b.logf("detection: %s: cluster_state unreachable after %.1f s", f.name, c.MetricS)
+			}
+			if c.StatusS == 0 {
+				st := &v1alpha1.MachinePoolSync{}
+				if err := b.f.Hub.Client.Get(ctx, types.NamespacedName{Namespace: f.s.Name, Name: f.s.Name + "-" + pool}, st); err == nil && st.Status.Phase == v1alpha1.PhaseUnreachable {
+					c.StatusS, c.Reason = time.Since(start).Seconds(), st.Status.Reason
+					b.logf("detection: %s: MachinePoolSync Unreachable/%s after %.1f s", f.name, c.Reason, c.StatusS)
+				}
+			}
+			if c.MetricS > 0 && c.StatusS > 0 && !healed[f.name] {
+				if err := heal(f.name, f.heal); err != nil {
+					return err
+				}
+				lastHeal = time.Now()
 			}
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second) // the statuses follow the metric
 	for _, f := range faults {
-		st := &v1alpha1.MachinePoolSync{}
-		if err := b.f.Hub.Client.Get(ctx, types.NamespacedName{Namespace: f.s.Name, Name: f.s.Name + "-" + pool}, st); err == nil {
-			d.Reasons[f.name] = st.Status.Phase + "/" + st.Status.Reason
+		if !healed[f.name] {
+			if err := heal(f.name, f.heal); err != nil {
+				return err
+			}
+			lastHeal = time.Now()
 		}
 	}
-	for _, f := range faults {
-		if err := f.heal(); err != nil {
-			return fmt.Errorf("heal %s: %w", f.name, err)
-		}
+	if err := b.waitInSync(ctx, proc, len(b.f.Spokes()), b.cfg.ConvergeTimeout); err != nil {
+		return fmt.Errorf("after healing: %w", err)
 	}
-	return b.waitInSync(ctx, proc, len(b.f.Spokes()), b.cfg.ConvergeTimeout)
+	d.RecoveredS = time.Since(lastHeal).Seconds()
+	b.logf("detection: every cluster in sync %.1f s after the last heal", d.RecoveredS)
+	return nil
 }
 
 func healthyMs(w Wave, healthy []*localfleet.Spoke) float64 {
@@ -580,7 +622,7 @@ func (b *bench) runWave(ctx context.Context, proc *controllerProc, changed, meas
 		return w, err
 	}
 	for _, s := range measured {
-		c, err := countAudit(s.AuditLogPath, offsets[s.Name])
+		c, err := countAudit(s.AuditLogPath, offsets[s.Name], time.Time{})
 		if err != nil {
 			return w, err
 		}
@@ -617,8 +659,30 @@ func (b *bench) ideal(w *Wave) {
 	}
 }
 
-func (b *bench) idle(ctx context.Context, proc *controllerProc, spokes []*localfleet.Spoke) error {
-	time.Sleep(3 * time.Second)
+// idleSettle is how long an idle controller is left after every cluster is
+// in sync before its window opens.
+const idleSettle = 5 * time.Second
+
+// idle runs a controller of its own on the fleet in sync, with the resync
+// period shortened (Config.IdleResync, printed as an override) so that the
+// window spans several resyncs of every cluster, and counts every request it
+// sends to the spokes (their audit logs) and to the hub (the hub's).
+func (b *bench) idle(ctx context.Context, spokes []*localfleet.Spoke) error {
+	id := &b.rep.Idle
+	var extra []string
+	if b.cfg.IdleResync > 0 {
+		extra = append(extra, "--resync-period="+b.cfg.IdleResync.String())
+		id.Resync = b.cfg.IdleResync.String()
+	}
+	proc, err := b.startController(ctx, "idle", extra...)
+	if err != nil {
+		return err
+	}
+	defer proc.stop()
+	if err := b.waitInSync(ctx, proc, len(spokes), b.cfg.ConvergeTimeout); err != nil {
+		return err
+	}
+	time.Sleep(idleSettle)
 	offsets := map[string]int64{}
 	for _, s := range spokes {
 		offsets[s.Name] = auditSize(s.AuditLogPath)
@@ -627,31 +691,37 @@ func (b *bench) idle(ctx context.Context, proc *controllerProc, spokes []*localf
 	if err != nil {
 		return err
 	}
-	b.logf("idle window: %s", b.cfg.Idle)
+	b.logf("idle window: %s (resync period %s)", b.cfg.Idle, or(id.Resync, "default"))
+	t0 := time.Now()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-proc.done:
+		return fmt.Errorf("controller exited: %v (log %s)", proc.err, proc.logPath)
 	case <-time.After(b.cfg.Idle):
 	}
+	t1 := time.Now()
 	after, err := proc.scrape()
 	if err != nil {
 		return err
 	}
-	id := &b.rep.Idle
+	window := t1.Sub(t0)
 	id.WindowS = b.cfg.Idle.Seconds()
 	id.Spokes = len(spokes)
+	id.Audit = AuditCounts{ByVerb: map[string]int{}, PatchesByResource: map[string]int{}}
 	for _, s := range spokes {
-		c, err := countAudit(s.AuditLogPath, offsets[s.Name])
+		c, err := countAudit(s.AuditLogPath, offsets[s.Name], t1)
 		if err != nil {
 			return err
 		}
 		id.Audit.add(c)
 	}
-	if id.Audit.ByVerb == nil {
-		id.Audit = AuditCounts{ByVerb: map[string]int{}, PatchesByResource: map[string]int{}}
-	}
 	id.Writes, id.Reads = id.Audit.Writes(), id.Audit.Reads()
-	id.ReadsPerSpokePerMin = float64(id.Reads) / float64(len(spokes)) / b.cfg.Idle.Minutes()
+	id.ReadsPerSpokePerMin = float64(id.Reads) / float64(len(spokes)) / window.Minutes()
+	id.SpokePerHour = map[string]float64{}
+	for v, n := range id.Audit.ByVerb {
+		id.SpokePerHour[v] = float64(n) / float64(len(spokes)) / window.Hours()
+	}
 	id.RemoteByVerb = map[string]int{}
 	for _, v := range []string{"get", "list", "watch", "patch", "update", "create", "delete"} {
 		d := after.Sum("hub_node_metadata_remote_requests_total", map[string]string{"verb": v}) - before.Sum("hub_node_metadata_remote_requests_total", map[string]string{"verb": v})
@@ -660,25 +730,16 @@ func (b *bench) idle(ctx context.Context, proc *controllerProc, spokes []*localf
 		}
 	}
 	id.Patched = after.Sum("hub_node_metadata_patches_total", map[string]string{"result": "Patched"}) - before.Sum("hub_node_metadata_patches_total", map[string]string{"result": "Patched"})
-	id.SpokePerHour = map[string]float64{}
-	for v, n := range id.Audit.ByVerb {
-		id.SpokePerHour[v] = float64(n) / float64(len(spokes)) / b.cfg.Idle.Hours()
+	// Reconciles in the window: the resyncs happened, and cost what they cost.
+	rec := map[string]string{"controller": "fleet"}
+	id.Reconciles = after.Sum("controller_runtime_reconcile_total", rec) - before.Sum("controller_runtime_reconcile_total", rec)
+	id.Clusters = int(after.Sum("hub_node_metadata_clusters", nil))
+	time.Sleep(time.Second) // the audit backend has written the window's last entries
+	if err := b.hub.poll(); err != nil {
+		return err
 	}
-	id.Hub = hubRequests(before, after)
-	id.HubWrites, id.HubReads, id.HubLease = 0, 0, 0
-	for k, n := range id.Hub {
-		verb, resource, _ := strings.Cut(k, " ")
-		switch {
-		case resource == "leases":
-			id.HubLease += n
-		case verb == "watch":
-		case verb == "get" || verb == "list":
-			id.HubReads += n
-		default:
-			id.HubWrites += n
-		}
-	}
-	b.logf("idle: %d writes, %d reads (%v)", id.Writes, id.Reads, id.Audit.ByVerb)
+	id.Hub = b.hub.count(proc.ua, t0, t1)
+	b.logf("idle: spokes %d writes, %d reads (%v); hub %d writes, %d reads, %d watches, %d Lease; %.0f reconciles", id.Writes, id.Reads, id.Audit.ByVerb, id.Hub.Writes, id.Hub.Reads, id.Hub.Watches, id.Hub.Lease, id.Reconciles)
 	return nil
 }
 
@@ -1162,28 +1223,3 @@ func (b *bench) maxReal(ctx context.Context) {
 func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
 
 var _ io.Writer = (*os.File)(nil)
-
-// hubRequests is the controller's hub requests between two scrapes, by
-// "verb resource" (bench_hub_requests_total, counted in ControllerMain).
-func hubRequests(before, after Samples) map[string]int {
-	out := map[string]int{}
-	for k, v := range after {
-		name, labels, _ := strings.Cut(k, "{")
-		if name != "bench_hub_requests_total" {
-			continue
-		}
-		if d := int(v - before[k]); d > 0 {
-			out[labelValue(labels, "verb")+" "+labelValue(labels, "resource")] = d
-		}
-	}
-	return out
-}
-
-func labelValue(labels, key string) string {
-	_, rest, ok := strings.Cut(labels, key+`="`)
-	if !ok {
-		return ""
-	}
-	v, _, _ := strings.Cut(rest, `"`)
-	return v
-}

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -111,11 +109,11 @@ func (b *bench) sim(ctx context.Context) {
 	for i := range n {
 		keep[simName(i)+"/"+simName(i)] = true
 	}
-	if _, err := b.setPaused(ctx, keep); err != nil {
+	others, err := b.setPaused(ctx, keep)
+	if err != nil {
 		s.Skipped = "failed: " + err.Error()
 		return
 	}
-	firstStart := time.Now()
 	proc, err := b.startController(ctx, "sim")
 	if err != nil {
 		s.Skipped = "failed: " + err.Error()
@@ -138,6 +136,7 @@ func (b *bench) sim(ctx context.Context) {
 			lastLog = time.Now()
 		}
 	})
+	inSyncAt := time.Now()
 	s.InSync = got
 	s.AllInSyncS = time.Since(start).Seconds()
 	if capped {
@@ -145,19 +144,21 @@ func (b *bench) sim(ctx context.Context) {
 	} else if err != nil {
 		b.rep.note("simulation: %d of %d clusters InSync when it stopped waiting: %v", got, n, err)
 	}
-	if before, err := proc.scrape(); err == nil {
-		time.Sleep(30 * time.Second)
+	if before, err := proc.scrape(); err == nil && b.cfg.SimSteady > 0 {
+		time.Sleep(b.cfg.SimSteady)
 		if after, err := proc.scrape(); err == nil {
-			s.SteadyCPUPercent = 100 * (after.Sum("process_cpu_seconds_total", nil) - before.Sum("process_cpu_seconds_total", nil)) / 30
+			s.SteadyS = b.cfg.SimSteady.Seconds()
+			s.SteadyCPUPercent = 100 * (after.Sum("process_cpu_seconds_total", nil) - before.Sum("process_cpu_seconds_total", nil)) / b.cfg.SimSteady.Seconds()
 		}
 	}
+	// (a) of the restart figures: this was a first start on an empty hub.
 	rs := &b.rep.Restart
-	rs.Clusters = n
+	rs.Clusters, rs.Others = n, others
 	if got == n {
-		if sm, err := proc.scrape(); err == nil {
-			rs.FirstStart = restartFigures(Samples{}, sm, n)
-			rs.FirstStart.Seconds, rs.FirstStart.InSync = s.AllInSyncS+start.Sub(firstStart).Seconds(), got
+		if rs.FirstStart, err = b.settle(ctx, proc, proc.started, inSyncAt, n); err != nil {
+			rs.Skipped = "failed: " + err.Error()
 		}
+		rs.FirstStart.Seconds, rs.FirstStart.InSync = inSyncAt.Sub(proc.started).Seconds(), got
 	} else {
 		rs.Skipped = fmt.Sprintf("the simulation reached only %d of %d InSync", got, n)
 	}
@@ -200,26 +201,85 @@ func (b *bench) sim(ctx context.Context) {
 	}
 }
 
-// restarts measures a restart (the process stopped, a new one started, every
-// status already right) and a leader failover (a standby takes over after
-// the leader is killed with SIGKILL and its Lease expires), as config/hub
-// runs the controller: leader election on, the shipped hub QPS.
+// settleQuiet is how long a controller must send the hub nothing but
+// watches and Lease renewals, after every cluster is InSync, for its start's
+// requests to be counted complete.
+const settleQuiet = 5 * time.Second
+
+// settle waits until the process has sent the hub nothing but watches and
+// Lease renewals for settleQuiet since every cluster was InSync (inSyncAt),
+// at most 2 minutes, and returns its hub requests from `from` on.
+func (b *bench) settle(ctx context.Context, proc *controllerProc, from, inSyncAt time.Time, n int) (RestartCase, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if err := b.hub.poll(); err != nil {
+			return RestartCase{}, err
+		}
+		ref := inSyncAt
+		if last := b.hub.lastRequest(proc.ua); last.After(ref) {
+			ref = last
+		}
+		if time.Since(ref) >= settleQuiet || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return RestartCase{}, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	c := RestartCase{Hub: b.hub.count(proc.ua, from, time.Now()), SettleS: settleQuiet.Seconds()}
+	c.PerCluster = float64(c.Hub.Requests()) / float64(n)
+	c.WritesPerCluster = float64(c.Hub.Writes) / float64(n)
+	return c, nil
+}
+
+// quiet waits at least min, then until the process has sent the hub nothing
+// for gap (watch starts included, the Lease aside), at most max.
+func (b *bench) quiet(ctx context.Context, proc *controllerProc, min, gap, max time.Duration) error {
+	t0 := time.Now()
+	for {
+		if err := b.hub.poll(); err != nil {
+			return err
+		}
+		since := time.Since(proc.started)
+		if last := b.hub.lastActivity(proc.ua); !last.IsZero() {
+			since = time.Since(last)
+		}
+		if el := time.Since(t0); (el >= min && since >= gap) || el >= max {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// restarts measures (b) a restart: the process stopped, a fresh one started,
+// every status already right; and (c) a leader failover: a standby started
+// beside a leader, the leader killed with SIGKILL (its Lease is not
+// released), the standby taking over. Both as config/hub runs the
+// controller: leader election on, the shipped hub QPS/burst. A case that is
+// not all InSync within Config.RestartTimeout is recorded as it stood then.
 func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) error {
 	rs := &b.rep.Restart
 	first.stop()
-	start := time.Now()
 	leader, err := b.startController(ctx, "sim-restart")
 	if err != nil {
 		return err
 	}
 	defer leader.stop()
-	got, err := b.waitState(ctx, leader, fleet.StateInSync, n, b.cfg.SimTimeout, nil)
-	sm, serr := leader.scrape()
-	if err != nil || serr != nil {
-		return fmt.Errorf("restart: %d of %d InSync: %w", got, n, errors.Join(err, serr))
+	got, err := b.waitState(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
+	inSyncAt := time.Now()
+	if err != nil && ctx.Err() != nil {
+		return err
 	}
-	rs.Restart = restartFigures(Samples{}, sm, n)
-	rs.Restart.Seconds, rs.Restart.InSync = time.Since(start).Seconds(), got
+	if rs.Restart, err = b.settle(ctx, leader, leader.started, inSyncAt, n); err != nil {
+		return err
+	}
+	rs.Restart.Seconds, rs.Restart.InSync = inSyncAt.Sub(leader.started).Seconds(), got
 	b.logf("restart: %d InSync after %.1f s, %.2f hub requests per cluster", got, rs.Restart.Seconds, rs.Restart.PerCluster)
 
 	standby, err := b.startController(ctx, "sim-standby")
@@ -227,51 +287,31 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 		return err
 	}
 	defer standby.stop()
-	time.Sleep(15 * time.Second) // the standby's caches sync; it waits for the Lease
-	before, err := standby.scrape()
-	if err != nil {
+	// The standby fills its caches and waits for the Lease.
+	if err := b.quiet(ctx, standby, 5*time.Second, 3*time.Second, 30*time.Second); err != nil {
 		return err
 	}
-	if err := leader.cmd.Process.Kill(); err != nil {
+	killAt := time.Now()
+	if err := leader.kill(); err != nil {
 		return err
 	}
-	start = time.Now()
-	var takeover time.Duration
-	got, err = b.waitState(ctx, standby, fleet.StateInSync, n, b.cfg.SimTimeout, func(int) {
-		if takeover == 0 {
-			if sm, err := standby.scrape(); err == nil && sm.Sum("leader_election_master_status", nil) >= 1 {
-				takeover = time.Since(start)
-			}
-		}
-	})
-	sm, serr = standby.scrape()
-	if err != nil || serr != nil {
-		return fmt.Errorf("failover: %d of %d InSync: %w", got, n, errors.Join(err, serr))
+	sb := b.hub.count(standby.ua, standby.started, killAt)
+	sb.Lease = 0 // the leader's renewals, as well as the standby's tries: not told apart
+	b.logf("failover: leader killed; the standby had sent %d reads, %d watches", sb.Reads, sb.Watches)
+	got, err = b.waitState(ctx, standby, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
+	inSyncAt = time.Now()
+	if err != nil && ctx.Err() != nil {
+		return err
 	}
-	rs.Failover = restartFigures(before, sm, n)
-	rs.Failover.Seconds, rs.Failover.InSync, rs.Failover.LeaseTakeoverS = time.Since(start).Seconds(), got, takeover.Seconds()
-	b.logf("failover: %d InSync %.1f s after the kill (Lease taken after %.1f s), %.2f hub requests per cluster", got, rs.Failover.Seconds, takeover.Seconds(), rs.Failover.PerCluster)
+	if rs.Failover, err = b.settle(ctx, standby, killAt, inSyncAt, n); err != nil {
+		return err
+	}
+	rs.Failover.Seconds, rs.Failover.InSync, rs.Failover.Standby = inSyncAt.Sub(killAt).Seconds(), got, &sb
+	if t := b.hub.leaseTaken(killAt); !t.IsZero() { // the killed leader writes nothing after killAt
+		rs.Failover.LeaseTakeoverS = t.Sub(killAt).Seconds()
+	}
+	b.logf("failover: %d InSync %.1f s after the kill (Lease taken after %.1f s), %.2f hub requests per cluster", got, rs.Failover.Seconds, rs.Failover.LeaseTakeoverS, rs.Failover.PerCluster)
 	return nil
-}
-
-// restartFigures are the hub requests between two scrapes, per cluster:
-// watches and the leader election Lease aside.
-func restartFigures(before, after Samples, n int) RestartCase {
-	c := RestartCase{Hub: hubRequests(before, after)}
-	counted, writes := 0, 0
-	for k, v := range c.Hub {
-		verb, resource, _ := strings.Cut(k, " ")
-		if verb == "watch" || resource == "leases" {
-			continue
-		}
-		counted += v
-		if verb != "get" && verb != "list" {
-			writes += v
-		}
-	}
-	c.PerCluster = float64(counted) / float64(n)
-	c.WritesPerPool = float64(writes) / float64(n)
-	return c
 }
 
 // simSpokes picks the real spokes the simulated clusters share: SimRealSpokes of them (0:
