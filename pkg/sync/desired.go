@@ -11,8 +11,11 @@ import (
 )
 
 // Size limits of one MachinePool's declared metadata. A pool over a limit is
-// refused with code TooMany; the limits keep the owned-* annotations and the
-// patches small.
+// refused with code TooMany. Hive has no limit, but our owned-* records are
+// annotations, and all of an object's annotations share one 256 KiB limit with
+// the ones MCO and nodelink write: at these limits the records take at most
+// about 80 KB (100 keys of up to 317 bytes, twice, and 50 key:Effect
+// entries), far above real pools' needs.
 const (
 	MaxLabels        = 100
 	MaxMachineLabels = 100
@@ -75,7 +78,8 @@ func (e *ValidationError) Error() string {
 
 // reservedDomains are key prefixes a pool may not set, for labels, machine
 // labels and taints alike. A domain covers its subdomains too. Exceptions are
-// in reservedException.
+// in reservedKey: adminDomains, adminLabels and node-role.kubernetes.io roles
+// other than the control plane's.
 var reservedDomains = []struct {
 	domain, reason string
 }{
@@ -86,17 +90,42 @@ var reservedDomains = []struct {
 	{"hub-node-metadata.openshift.io", "the hub-node-metadata.openshift.io domain holds this controller's bookkeeping"},
 }
 
+// adminDomains are subdomains of a reserved domain that exist for the cluster
+// admin's own keys, so pools may use them (and their subdomains) for labels,
+// machine labels and taints: no component sets keys there. The NodeRestriction
+// admission plugin forbids kubelets to set node-restriction.kubernetes.io
+// labels, so that admins can label Nodes with keys a Node cannot forge.
+var adminDomains = []string{"node-restriction.kubernetes.io"}
+
+// adminLabels are single label keys of a reserved domain that only admins set
+// on Nodes, so pools may use them as labels (not as taint keys).
+var adminLabels = map[string]bool{
+	// Well-known: the service controller leaves the Node out of external
+	// load balancers. Nothing sets it but an admin.
+	corev1.LabelNodeExcludeBalancers: true,
+}
+
 // HiveIgnoredMachineLabels are the machine label keys Hive leaves out of a
-// MachineSet's template: the labels machine-api's generated template already
-// carries (Hive's machinepool controller skips any spec.machineLabels key the
-// generated template has, "conflict with generated label -- ignoring").
-// DesiredFromPool drops them with a warning and syncs the rest of the pool, so
-// existing Machines get what new ones get.
-var HiveIgnoredMachineLabels = map[string]bool{
-	"machine.openshift.io/cluster-api-cluster":      true,
-	"machine.openshift.io/cluster-api-machine-role": true,
-	"machine.openshift.io/cluster-api-machine-type": true,
-	LabelMachineSet: true,
+// MachineSet's template, each mapped to who generates it (the end of the
+// warning's sentence "it conflicts with a label ..."). Hive's machinepool
+// controller (generateMachineSets) skips any spec.machineLabels key the
+// generated template already has ("conflict with generated label --
+// ignoring"), and the template the installer generates for Hive carries these:
+// machine-api's four cluster-api-* labels on every platform, and the OS stream
+// label when the installer's OSStreams feature gate is on (its default since
+// Hive's installer of July 2026). DesiredFromPool drops them with a warning and
+// syncs the rest of the pool, so existing Machines get what new ones get.
+var HiveIgnoredMachineLabels = map[string]string{
+	"machine.openshift.io/cluster-api-cluster":      "machine-api generates",
+	"machine.openshift.io/cluster-api-machine-role": "machine-api generates",
+	"machine.openshift.io/cluster-api-machine-type": "machine-api generates",
+	LabelMachineSet: "machine-api generates",
+	"machineconfiguration.openshift.io/osstream": "the installer generates when its OSStreams feature gate is on",
+}
+
+// ignoredMachineLabelWarning is the warning for a machine label Hive ignores.
+func ignoredMachineLabelWarning(key, generatedBy string) string {
+	return fmt.Sprintf("spec.machineLabels[%q]: ignored, as Hive ignores it: it conflicts with a label %s", key, generatedBy)
 }
 
 // reservedTaintKeys are unprefixed taint keys a pool may not set.
@@ -111,6 +140,11 @@ const nodeRoleDomain = "node-role.kubernetes.io"
 
 var reservedNodeRoles = map[string]bool{"master": true, "control-plane": true}
 
+// inDomain reports whether prefix is domain or one of its subdomains.
+func inDomain(prefix, domain string) bool {
+	return prefix == domain || strings.HasSuffix(prefix, "."+domain)
+}
+
 // reservedKey reports whether key is reserved and why. taint selects the
 // taint-only entries too.
 func reservedKey(key string, taint bool) (bool, string) {
@@ -118,6 +152,8 @@ func reservedKey(key string, taint bool) (bool, string) {
 		if why, ok := reservedTaintKeys[key]; ok {
 			return true, why
 		}
+	} else if adminLabels[key] {
+		return false, ""
 	}
 	prefix, name, found := strings.Cut(key, "/")
 	if !found {
@@ -129,8 +165,13 @@ func reservedKey(key string, taint bool) (bool, string) {
 		}
 		return false, ""
 	}
+	for _, d := range adminDomains {
+		if inDomain(prefix, d) {
+			return false, ""
+		}
+	}
 	for _, r := range reservedDomains {
-		if prefix == r.domain || strings.HasSuffix(prefix, "."+r.domain) {
+		if inDomain(prefix, r.domain) {
 			return true, r.reason
 		}
 	}
@@ -144,9 +185,12 @@ var validEffects = map[corev1.TaintEffect]bool{
 }
 
 // DesiredFromPool validates a MachinePool spec and returns what it declares.
-// Warnings name items that were accepted with a correction (duplicate
-// taints) or ignored as Hive ignores them (HiveIgnoredMachineLabels). Any invalid item makes the whole pool invalid: the error is a
-// *ValidationError listing every problem, and Desired is empty.
+// Warnings name items that were accepted with a correction (duplicate taints,
+// the first value wins) or ignored as Hive ignores them
+// (HiveIgnoredMachineLabels: left out of Desired, their values unchecked); the
+// caller surfaces them, and they come back even with an error. Any invalid
+// item makes the whole pool invalid: the error is a *ValidationError listing
+// every problem, and Desired is empty.
 func DesiredFromPool(spec hivev1.MachinePoolSpec) (Desired, []string, error) {
 	var problems []Problem
 	add := func(field, value, code, reason string) {
@@ -156,12 +200,12 @@ func DesiredFromPool(spec hivev1.MachinePoolSpec) (Desired, []string, error) {
 	var warnings []string
 	machineLabels := spec.MachineLabels
 	for _, k := range sortedKeys(spec.MachineLabels) {
-		if HiveIgnoredMachineLabels[k] {
+		if generator, ignored := HiveIgnoredMachineLabels[k]; ignored {
 			if len(machineLabels) == len(spec.MachineLabels) {
 				machineLabels = copyMap(spec.MachineLabels)
 			}
 			delete(machineLabels, k)
-			warnings = append(warnings, fmt.Sprintf("spec.machineLabels[%q]: ignored, as Hive ignores it: machine-api generates this label on the pool's Machines", k))
+			warnings = append(warnings, ignoredMachineLabelWarning(k, generator))
 		}
 	}
 	checkLabels := func(path string, labels map[string]string, max int) {

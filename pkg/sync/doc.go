@@ -41,61 +41,150 @@
 // prefix is one of these domains or a subdomain of one:
 //
 //	kubernetes.io, k8s.io                 Kubernetes (kubelet, node controllers, well-known labels)
-//	machine.openshift.io                  machine API (cluster-api-* generated and selector labels)
+//	machine.openshift.io                  machine API (generated, selector and actuator labels)
 //	machineconfiguration.openshift.io     Machine Config Operator
 //	hub-node-metadata.openshift.io        this controller's bookkeeping
 //
-// except node-role.kubernetes.io/<role> for any role but master and
-// control-plane (infra pools set node-role.kubernetes.io/infra as a label and
-// a taint). It also refuses the unprefixed cluster-autoscaler taint keys
+// except the keys of Kubernetes' domain that are the cluster admin's:
+// node-role.kubernetes.io/<role> for any role but master and control-plane
+// (infra pools set node-role.kubernetes.io/infra as a label and a taint), the
+// node-restriction.kubernetes.io domain and its subdomains (which the
+// NodeRestriction admission plugin keeps kubelets from setting), and the
+// label, not taint key, node.kubernetes.io/exclude-from-external-load-balancers.
+// It also refuses the unprefixed cluster-autoscaler taint keys
 // ToBeDeletedByClusterAutoscaler and DeletionCandidateOfClusterAutoscaler.
 // A pool with any invalid item is refused whole with a *ValidationError that
-// lists every problem; duplicate taints and the machine labels Hive ignores
-// (HiveIgnoredMachineLabels) only warn.
+// lists every problem. Two kinds of items only warn: duplicate taints, and
+// the machine labels Hive ignores (HiveIgnoredMachineLabels), which are left
+// out of Desired, values unchecked, while the rest of the pool is synced.
+//
+// # Warnings
+//
+// DesiredFromPool returns its warnings, also with an error, for the caller to
+// surface (a Warning Event on the MachinePool and the status message). They
+// come in this order, ignored machine labels sorted by key, and read:
+//
+//	spec.machineLabels["<key>"]: ignored, as Hive ignores it: it conflicts with a label machine-api generates
+//	spec.machineLabels["machineconfiguration.openshift.io/osstream"]: ignored, as Hive ignores it: it conflicts with a label the installer generates when its OSStreams feature gate is on
+//	spec.taints[<i>]: duplicate of spec.taints[<j>] (<key>:<Effect>); the first value "<v>" wins over "<w>"
 //
 // # Agreement with Hive, item by item
 //
-// Checked in Hive's source (pkg/controller/machinepool/machinepool_controller.go,
-// generateMachineSets; pkg/controller/utils/taints.go, GetUniqueTaints;
-// pkg/validating-webhooks/hive/v1/machinepool_validating_admission_hook.go)
-// and machine-api's nodelink (pkg/controller/nodelink). Where Hive delivers an
-// item to new Machines or Nodes and we refuse it, the reason is that writing it
-// on existing objects is unsafe.
+// Each rule was checked against what Hive does with the same input, read in
+// the public source (no code copied) of openshift/hive at c02e51732cbc
+// (August 2026) and openshift/machine-api-operator at 951196122fe4:
 //
-//	input                          | what Hive does                                   | what we do                          | why
-//	-------------------------------+--------------------------------------------------+-------------------------------------+------------------------------------------
-//	spec.labels, bad key or value  | webhook refuses (metav1 ValidateLabels)          | refuse the pool                     | same answer; such a pool cannot be created
-//	spec.labels, kubernetes.io,    | webhook accepts; template gets it; nodelink      | refuse the pool                     | unsafe: overrides kubelet's and the node
-//	  k8s.io (not node-role/<r>)   |   copies it onto new Nodes                       |                                     |   controllers' labels (hostname, os, arch,
-//	                               |                                                  |                                     |   topology) that scheduling relies on
-//	node-role.kubernetes.io/master,| delivered as above                               | refuse the pool                     | unsafe: makes a worker look like (or be
-//	  /control-plane               |                                                  |                                     |   scheduled as) the control plane
-//	machineconfiguration.openshift | delivered as above                               | refuse the pool                     | unsafe: MCO's own keys (pool membership,
-//	  .io keys                     |                                                  |                                     |   config state) on Nodes
-//	hub-node-metadata.openshift.io | delivered as above                               | refuse the pool                     | unsafe: would forge our ownership records
-//	hive.openshift.io keys         | delivered as above                               | apply                               | nothing reads them on Machines or Nodes
-//	spec.machineLabels, the four   | skipped: the generated template already has the  | drop with a warning (status message,| same answer: existing Machines get what new
-//	  generated cluster-api-* keys |   key ("conflict with generated label")          |   PoolItemsIgnored Event), sync rest|   ones get
-//	spec.machineLabels, other      | put in the template: new Machines get it         | refuse the pool                     | unsafe: machine-api's actuators set these on
-//	  machine.openshift.io keys    |                                                  |                                     |   Machines (instance-type, region, zone,
-//	                               |                                                  |                                     |   interruptible-instance); overwriting lies
-//	spec.machineLabels, bad syntax | put in the template; creating a Machine from it  | refuse the pool                     | same outcome: it can reach no Machine
-//	                               |   fails (the API server checks label syntax)     |                                     |
-//	spec.taints, duplicates by     | collapsed, first value wins (GetUniqueTaints)    | collapse, first value wins, warning | same answer
-//	  key+effect                   |                                                  |                                     |
-//	spec.taints, bad effect, key   | no validation; in the template, but the Node API | refuse the pool                     | same outcome: nodelink's Node update is
-//	  or value                     |   refuses it when nodelink copies it             |                                     |   refused, so it never reaches a Node
-//	spec.taints, node.kubernetes   | delivered to new Nodes by nodelink               | refuse the pool                     | unsafe: the node lifecycle controller and
-//	  .io/* and other reserved keys|                                                  |                                     |   kubelet own them (not-ready, unreachable,
-//	                               |                                                  |                                     |   unschedulable); owning one means
-//	                               |                                                  |                                     |   removing it when the pool drops it
-//	spec.taints, the autoscaler's  | delivered as above                               | refuse the pool                     | unsafe: the cluster autoscaler owns them
-//	  unprefixed keys              |                                                  |                                     |
-//	more than 100 labels, 100      | no limit                                         | refuse the pool                     | keeps patches and owned-* records bounded;
-//	  machine labels or 50 taints  |                                                  |                                     |   the limit is far above real pools'
-//	a taint's value changes        | template updated; nodelink never updates a value | update it on Machines and Nodes     | Hive's API promises the pool wins
-//	an item dropped by the pool    | removed from the template (Owned* status);       | removed where our record says we    | nothing foreign is removed
-//	                               |   nodelink never removes from Nodes              |   applied it                        |
+//   - openshift/hive apis/hive/v1/machinepool_types.go: the MachinePoolSpec
+//     docs (labels, machineLabels "We ignore entries that conflict with
+//     generated labels", taints collapsed by key+effect, first value kept).
+//   - openshift/hive pkg/controller/machinepool/machinepool_controller.go:
+//     generateMachineSets (spec.labels into spec.template.spec.metadata.labels,
+//     taints through GetUniqueTaints, machineLabels into
+//     spec.template.metadata.labels unless the generated template has the key),
+//     syncMachineSets (merge into the remote MachineSet, removal of what
+//     status.owned* lists) and updateOwnedLabelsAndTaints.
+//   - openshift/hive pkg/controller/utils/taints.go: GetUniqueTaints.
+//   - openshift/hive pkg/validating-webhooks/hive/v1/machinepool_validating_admission_hook.go:
+//     validateMachinePoolSpecInvariants checks spec.labels' syntax only;
+//     machineLabels and taints are not checked.
+//   - openshift/hive vendor/github.com/openshift/installer/pkg/asset/machines/<platform>/machinesets.go
+//     and vendor/github.com/openshift/installer/pkg/utils/utils.go
+//     (SetMachineSetOSStreamLabels): the generated template's labels.
+//   - openshift/machine-api-operator pkg/controller/nodelink/nodelink_controller.go:
+//     Reconcile copies the Machine's spec.metadata labels onto its Node and
+//     appends the taints whose key+effect the Node lacks, in one Node Update.
+//   - openshift/machine-api-operator pkg/webhooks/vap.go, pkg/operator/sync.go,
+//     install/0000_30_machine-api-operator_13_machinehealthcheck.yaml, and
+//     openshift/machine-api-provider-aws pkg/actuators/machine/reconciler.go
+//     (setMachineCloudProviderSpecifics): who sets and reads machine-api's
+//     own labels.
+//
+// Where Hive delivers an item to new Machines or Nodes and we refuse it, the
+// reason is that writing it on existing objects is unsafe.
+//
+//	input                                | what Hive does                             | what we do                   | why
+//	-------------------------------------|--------------------------------------------|------------------------------|-------------------------------------------
+//	spec.labels, bad key or value        | webhook refuses it (ValidateLabels); a     | refuse the pool              | same outcome: it can reach no Node (and
+//	                                     |   pool it never saw puts it in the         |                              |   would block nodelink's copy of the rest)
+//	                                     |   template, and nodelink's Node Update     |                              |
+//	                                     |   then fails whole                         |                              |
+//	kubernetes.io, k8s.io keys (labels,  | webhook accepts; in the template, so on    | refuse the pool              | unsafe: kubelet, the cloud node manager,
+//	  machine labels, taints), but for   |   new Machines; nodelink copies labels     |                              |   node controllers and NFD own keys there
+//	  the exceptions below               |   onto new Nodes and appends missing       |                              |   (hostname, os, arch, instance-type,
+//	                                     |   taints                                   |                              |   topology, feature.node...) that
+//	                                     |                                            |                              |   scheduling relies on; declaring one
+//	                                     |                                            |                              |   means overwriting theirs and removing it
+//	                                     |                                            |                              |   when the pool drops it
+//	node-role.kubernetes.io/<role>, role | delivered as above                         | apply                        | admins' roles (infra pools set infra)
+//	  not master or control-plane        |                                            |                              |
+//	node-role.kubernetes.io/master,      | delivered as above                         | refuse the pool              | unsafe: makes a worker look like (or be
+//	  /control-plane                     |                                            |                              |   scheduled as) the control plane
+//	node-restriction.kubernetes.io and   | delivered as above                         | apply                        | the admins' domain: the NodeRestriction
+//	  its subdomains (labels, machine    |                                            |                              |   admission plugin keeps kubelets from
+//	  labels, taints)                    |                                            |                              |   setting these labels; no component sets
+//	                                     |                                            |                              |   them
+//	label node.kubernetes.io/exclude-    | delivered as above                         | apply; as a taint key,       | a well-known label only admins set (the
+//	  from-external-load-balancers       |                                            |   refuse                     |   service controller reads it);
+//	                                     |                                            |                              |   node.kubernetes.io taints are the node
+//	                                     |                                            |                              |   controllers'
+//	spec.labels, machine.openshift.io    | delivered as above (Hive ignores only      | refuse the pool              | unsafe: machine-api's domain; its
+//	  keys (the four cluster-api-* ones  |   machine labels)                          |                              |   actuators put interruptible-instance in
+//	  too)                               |                                            |                              |   spot Machines' spec.metadata.labels, and
+//	                                     |                                            |                              |   the termination handler runs on the
+//	                                     |                                            |                              |   Nodes that carry it
+//	machineconfiguration.openshift.io    | delivered as above                         | refuse the pool              | unsafe: MCO's own keys (pool membership,
+//	  keys (but osstream as a machine    |                                            |                              |   config state)
+//	  label, below)                      |                                            |                              |
+//	hub-node-metadata.openshift.io keys  | delivered as above                         | refuse the pool              | unsafe: would forge our ownership records
+//	hive.openshift.io keys               | delivered as above                         | apply                        | nothing reads them on Machines or Nodes
+//	spec.machineLabels, the four         | skipped, any value: the generated template | drop with a warning, value   | same answer: existing Machines get what
+//	  generated cluster-api-* keys       |   has them ("conflict with generated label |   unchecked; sync the rest   |   new ones get
+//	  (cluster, machineset,              |   -- ignoring"); not in                    |   (status message,           |
+//	  machine-role, machine-type)        |   status.ownedMachineLabels                |   PoolItemsIgnored Event)    |
+//	spec.machineLabels,                  | skipped like those when the installer Hive | drop with a warning, as      | same answer as current Hive; never written
+//	  machineconfiguration.openshift.io/ |   vendors generates it (OSStreams feature  |   above                      |   either way (MCO's key)
+//	  osstream                           |   gate, on by default since its July 2026  |                              |
+//	                                     |   installer); older Hive put it in the     |                              |
+//	                                     |   template                                 |                              |
+//	spec.machineLabels, other            | put in the template: new Machines get it;  | refuse the pool              | unsafe: actuators set these on every
+//	  machine.openshift.io keys          |   actuators then overwrite region, zone,   |                              |   Machine update (we would fight them),
+//	                                     |   instance-type and interruptible-instance |                              |   machine-api's failure-domain admission
+//	                                     |   on their next update                     |                              |   policy trusts region and zone, and its
+//	                                     |                                            |                              |   termination-handler MachineHealthCheck
+//	                                     |                                            |                              |   selects Machines by
+//	                                     |                                            |                              |   interruptible-instance; refused, not
+//	                                     |                                            |                              |   dropped: Hive delivers them, so dropping
+//	                                     |                                            |                              |   one would let us report InSync while
+//	                                     |                                            |                              |   existing Machines differ from new ones
+//	spec.machineLabels, bad key or value | no check; in the template, so the API      | refuse the pool              | same outcome: it can reach no Machine
+//	                                     |   server refuses every Machine the         |                              |
+//	                                     |   MachineSet creates                       |                              |
+//	spec.taints, duplicates by           | collapsed, first value wins                | collapse, first value wins,  | same answer
+//	  key+effect                         |   (GetUniqueTaints); order not kept        |   pool order kept, warning   |
+//	spec.taints, bad effect, key or      | no check (neither CRD nor webhook); in the | refuse the pool              | same outcome: it never reaches a Node (and
+//	  value                              |   template, but nodelink's Node Update     |                              |   would block nodelink's copy of the rest)
+//	                                     |   that carries it is refused whole         |                              |
+//	spec.taints, node.kubernetes.io/*    | delivered to new Nodes by nodelink         | refuse the pool              | unsafe: the node lifecycle controller and
+//	  (out-of-service too) and other     |                                            |                              |   kubelet own them (not-ready,
+//	  reserved keys                      |                                            |                              |   unreachable, unschedulable);
+//	                                     |                                            |                              |   out-of-service on a running Node
+//	                                     |                                            |                              |   force-deletes its pods and detaches its
+//	                                     |                                            |                              |   volumes; declaring one means removing it
+//	                                     |                                            |                              |   when the pool drops it
+//	spec.taints, the autoscaler's        | delivered as above                         | refuse the pool              | unsafe: the cluster autoscaler owns them
+//	  unprefixed keys                    |                                            |                              |
+//	spec.taints[].timeAdded              | copied into the template; nodelink appends | ignored: a taint is key,     | a pool's time is no fact about an existing
+//	                                     |   the taint with it                        |   value, effect; an existing |   Node
+//	                                     |                                            |   taint keeps its own        |
+//	more than 100 labels, 100 machine    | no limit                                   | refuse the pool              | unsafe past some size: our owned-* records
+//	  labels or 50 taints                |                                            |                              |   are annotations, and an object's
+//	                                     |                                            |                              |   annotations share one 256 KiB limit with
+//	                                     |                                            |                              |   MCO's and nodelink's; at these limits
+//	                                     |                                            |                              |   the records take at most about 80 KB
+//	a taint's value changes              | template updated; nodelink never updates a | update it on Machines and    | Hive's API promises the pool wins
+//	                                     |   Node taint's value                       |   Nodes                      |
+//	an item the pool drops               | removed from the template (status.owned*); | removed where our record     | nothing foreign is removed
+//	                                     |   nodelink never removes from Nodes        |   says we applied it         |
 //
 // # Write semantics
 //
