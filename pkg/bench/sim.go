@@ -295,9 +295,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	if err := leader.kill(); err != nil {
 		return err
 	}
-	sb := b.hub.count(standby.ua, standby.started, killAt)
-	sb.Lease = 0 // the leader's renewals, as well as the standby's tries: not told apart
-	b.logf("failover: leader killed; the standby had sent %d reads, %d watches", sb.Reads, sb.Watches)
+	b.logf("failover: leader killed")
 	got, err = b.waitState(ctx, standby, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
 	inSyncAt = time.Now()
 	if err != nil && ctx.Err() != nil {
@@ -306,6 +304,8 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	if rs.Failover, err = b.settle(ctx, standby, killAt, inSyncAt, n); err != nil {
 		return err
 	}
+	sb := b.hub.count(standby.ua, standby.started, killAt)
+	sb.Lease = 0 // the leader's renewals, as well as the standby's tries: not told apart
 	rs.Failover.Seconds, rs.Failover.InSync, rs.Failover.Standby = inSyncAt.Sub(killAt).Seconds(), got, &sb
 	if t := b.hub.leaseTaken(killAt); !t.IsZero() { // the killed leader writes nothing after killAt
 		rs.Failover.LeaseTakeoverS = t.Sub(killAt).Seconds()
