@@ -101,6 +101,7 @@ func run() error {
 	flag.Float64Var(&cfg.SpokeQPS, "spoke-qps", cfg.SpokeQPS, "controller's per-spoke QPS (default: hub-controller's)")
 	flag.IntVar(&cfg.SpokeBurst, "spoke-burst", cfg.SpokeBurst, "controller's per-spoke burst")
 	env := flag.String("controller-env", "", "extra KEY=VALUE,... environment of every controller process, printed as overrides (e.g. HTTP2_READ_IDLE_TIMEOUT_SECONDS=5)")
+	flags := flag.String("controller-flags", "", "extra --flag=value,... of every controller process, printed as overrides (e.g. --spoke-max-concurrent-connects=128)")
 	flag.StringVar(&cfg.GOMEMLIMIT, "gomemlimit", cfg.GOMEMLIMIT, "controller's GOMEMLIMIT (default: config/hub's Deployment memory limit; off: unset)")
 	flag.DurationVar(&cfg.ConvergeTimeout, "converge-timeout", cfg.ConvergeTimeout, "bound of every convergence wait")
 	out := flag.String("out", "_out/bench", "report folder")
@@ -115,6 +116,14 @@ func run() error {
 				return fmt.Errorf("-controller-env: %q is not KEY=VALUE", e)
 			}
 			cfg.ControllerEnv = append(cfg.ControllerEnv, e)
+		}
+	}
+	for _, f := range strings.Split(*flags, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			if !strings.HasPrefix(f, "--") || !strings.Contains(f, "=") {
+				return fmt.Errorf("-controller-flags: %q is not --flag=value", f)
+			}
+			cfg.ControllerFlags = append(cfg.ControllerFlags, f)
 		}
 	}
 

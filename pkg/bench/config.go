@@ -75,6 +75,9 @@ type Config struct {
 	// controller process (e.g. client-go's HTTP2_READ_IDLE_TIMEOUT_SECONDS),
 	// printed as overrides.
 	ControllerEnv []string
+	// ControllerFlags are extra flags of every controller process (e.g.
+	// --spoke-max-concurrent-connects=128), printed as overrides.
+	ControllerFlags []string
 	// GOMEMLIMIT of the controller process: "" takes config/hub's Deployment memory
 	// limit (the Deployment sets GOMEMLIMIT to it), "off" leaves it unset.
 	GOMEMLIMIT string

@@ -415,7 +415,7 @@ func (b *bench) overrides() []string {
 	if c.SpokeBurst != remote.DefaultBurst {
 		out = append(out, "--spoke-burst="+strconv.Itoa(c.SpokeBurst))
 	}
-	return out
+	return append(out, c.ControllerFlags...)
 }
 
 // envOverrides are the controller processes' extra environment, as printed.
@@ -425,4 +425,55 @@ func (b *bench) envOverrides() []string {
 		out = append(out, "env "+e)
 	}
 	return out
+}
+
+// cpuMark is where the controller's CPU time and the machine's CPU counters stood at one
+// moment, so that a span can say how much of it was the controller's own work and how busy
+// the shared machine was.
+type cpuMark struct {
+	proc        float64 // process_cpu_seconds_total (0 before the process serves metrics)
+	busy, total uint64  // /proc/stat jiffies of all CPUs
+}
+
+// markCPU reads the machine's counters and, when p is not nil, the controller's CPU time.
+func markCPU(p *controllerProc) cpuMark {
+	var m cpuMark
+	if p != nil {
+		if s, err := p.scrape(); err == nil {
+			m.proc = s.Sum("process_cpu_seconds_total", nil)
+		}
+	}
+	m.busy, m.total = machineJiffies()
+	return m
+}
+
+// since returns the controller's CPU seconds and the machine's busy percentage from m0 to m.
+func (m cpuMark) since(m0 cpuMark) (procS, busyPct float64) {
+	if m.total > m0.total {
+		busyPct = 100 * float64(m.busy-m0.busy) / float64(m.total-m0.total)
+	}
+	return m.proc - m0.proc, busyPct
+}
+
+// machineJiffies reads the first line of /proc/stat: busy and total jiffies of all CPUs (idle
+// and iowait count as not busy).
+func machineJiffies() (busy, total uint64) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0
+	}
+	var idle uint64
+	for i, s := range f[1:8] { // user nice system idle iowait irq softirq
+		v, _ := strconv.ParseUint(s, 10, 64)
+		total += v
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	return total - idle, total
 }

@@ -108,6 +108,11 @@ type RestartCase struct {
 	PerCluster       float64   `json:"hubRequestsPerCluster"`
 	WritesPerCluster float64   `json:"hubWritesPerCluster"`
 	SettleS          float64   `json:"settleS"`
+	// ControllerCPUS is the controller's CPU time from its start (the kill) to all InSync;
+	// MachineBusyPct is how busy the machine's CPUs were over the same span (the spokes' API
+	// servers and etcd share them).
+	ControllerCPUS float64 `json:"controllerCPUSeconds"`
+	MachineBusyPct float64 `json:"machineBusyPercent"`
 	// LeaseTakeoverS is when the standby became leader, after the kill.
 	LeaseTakeoverS float64 `json:"leaseTakeoverS,omitempty"`
 	// Standby is what the standby sent before the kill (its caches: lists

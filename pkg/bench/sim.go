@@ -114,6 +114,7 @@ func (b *bench) sim(ctx context.Context) {
 		s.Skipped = "failed: " + err.Error()
 		return
 	}
+	cpu0 := markCPU(nil)
 	proc, err := b.startController(ctx, "sim")
 	if err != nil {
 		s.Skipped = "failed: " + err.Error()
@@ -137,6 +138,7 @@ func (b *bench) sim(ctx context.Context) {
 		}
 	})
 	inSyncAt := time.Now()
+	cpuIn := markCPU(proc)
 	s.InSync = got
 	s.AllInSyncS = time.Since(start).Seconds()
 	if capped {
@@ -159,6 +161,7 @@ func (b *bench) sim(ctx context.Context) {
 			rs.Skipped = "failed: " + err.Error()
 		}
 		rs.FirstStart.Seconds, rs.FirstStart.InSync = inSyncAt.Sub(proc.started).Seconds(), got
+		rs.FirstStart.ControllerCPUS, rs.FirstStart.MachineBusyPct = cpuIn.since(cpu0)
 	} else {
 		rs.Skipped = fmt.Sprintf("the simulation reached only %d of %d InSync", got, n)
 	}
@@ -266,13 +269,25 @@ func (b *bench) quiet(ctx context.Context, proc *controllerProc, min, gap, max t
 func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) error {
 	rs := &b.rep.Restart
 	first.stop()
+	cpu0 := markCPU(nil)
 	leader, err := b.startController(ctx, "sim-restart")
 	if err != nil {
 		return err
 	}
 	defer leader.stop()
+	// Where the restart's CPU goes: a profile of its first 30 s, for `go tool pprof`.
+	profiled := make(chan error, 1)
+	go func() {
+		profiled <- leader.saveProfile("profile?seconds=30", filepath.Join(b.outDir, "controller-restart-cpu.pprof"))
+	}()
+	defer func() {
+		if err := <-profiled; err != nil {
+			b.rep.note("restart CPU profile: %v", err)
+		}
+	}()
 	got, err := b.waitState(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
 	inSyncAt := time.Now()
+	cpuIn := markCPU(leader)
 	if err != nil && ctx.Err() != nil {
 		return err
 	}
@@ -280,6 +295,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 		return err
 	}
 	rs.Restart.Seconds, rs.Restart.InSync = inSyncAt.Sub(leader.started).Seconds(), got
+	rs.Restart.ControllerCPUS, rs.Restart.MachineBusyPct = cpuIn.since(cpu0)
 	b.logf("restart: %d InSync after %.1f s, %.2f hub requests per cluster", got, rs.Restart.Seconds, rs.Restart.PerCluster)
 
 	standby, err := b.startController(ctx, "sim-standby")
@@ -291,6 +307,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	if err := b.quiet(ctx, standby, 5*time.Second, 3*time.Second, 30*time.Second); err != nil {
 		return err
 	}
+	cpu0 = markCPU(standby)
 	killAt := time.Now()
 	if err := leader.kill(); err != nil {
 		return err
@@ -298,6 +315,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	b.logf("failover: leader killed")
 	got, err = b.waitState(ctx, standby, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
 	inSyncAt = time.Now()
+	cpuIn = markCPU(standby)
 	if err != nil && ctx.Err() != nil {
 		return err
 	}
@@ -307,6 +325,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	sb := b.hub.count(standby.ua, standby.started, killAt)
 	sb.Lease = 0 // the leader's renewals, as well as the standby's tries: not told apart
 	rs.Failover.Seconds, rs.Failover.InSync, rs.Failover.Standby = inSyncAt.Sub(killAt).Seconds(), got, &sb
+	rs.Failover.ControllerCPUS, rs.Failover.MachineBusyPct = cpuIn.since(cpu0)
 	if t := b.hub.leaseTaken(killAt); !t.IsZero() { // the killed leader writes nothing after killAt
 		rs.Failover.LeaseTakeoverS = t.Sub(killAt).Seconds()
 	}
