@@ -15,15 +15,15 @@ import (
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 )
 
-// A MachinePoolSync is written when what it says changes, and only then: no
-// heartbeat refreshes its time while the pool stays as described.
-func TestWriteStatusOnlyOnChange(t *testing.T) {
-	writes := 0
+// statusHub returns a Reconciler on a fake hub that counts status patches in
+// *patches (and reads through get, when set), and the pool c-infra of cluster ns/c.
+func statusHub(patches *int, get func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error) (*Reconciler, *hivev1.MachinePool) {
 	hub := fake.NewClientBuilder().WithScheme(Scheme()).
 		WithStatusSubresource(&v1alpha1.MachinePoolSync{}).
 		WithInterceptorFuncs(interceptor.Funcs{
+			Get: get,
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
-				writes++
+				*patches++
 				return c.SubResource(sub).Patch(ctx, obj, p, o...)
 			},
 		}).Build()
@@ -31,6 +31,14 @@ func TestWriteStatusOnlyOnChange(t *testing.T) {
 	r.init()
 	mp := &hivev1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-infra", UID: "u"},
 		Spec: hivev1.MachinePoolSpec{ClusterDeploymentRef: corev1.LocalObjectReference{Name: "c"}, Name: "infra"}}
+	return r, mp
+}
+
+// A MachinePoolSync is written when what it says changes, and only then: no
+// heartbeat refreshes its time while the pool stays as described.
+func TestWriteStatusOnlyOnChange(t *testing.T) {
+	writes := 0
+	r, mp := statusHub(&writes, nil)
 	inSync := Status(PoolResult{Cluster: "ns/c", PoolName: "infra", Results: nil})
 	inSync.Phase = v1alpha1.PhaseInSync
 	t0 := metav1.NewTime(time.Unix(1000, 0))
@@ -68,7 +76,7 @@ func TestWriteStatusOnlyOnChange(t *testing.T) {
 		}
 	}
 	got := &v1alpha1.MachinePoolSync{}
-	if err := hub.Get(ctx, client.ObjectKeyFromObject(mp), got); err != nil {
+	if err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), got); err != nil {
 		t.Fatal(err)
 	}
 	// Unreachable is not a sync: the time of the last written sync stays.
@@ -82,25 +90,13 @@ func TestWriteStatusOnlyOnChange(t *testing.T) {
 func TestWriteStatusLaggingCache(t *testing.T) {
 	var stale *v1alpha1.MachinePoolSync
 	patches := 0
-	hub := fake.NewClientBuilder().WithScheme(Scheme()).
-		WithStatusSubresource(&v1alpha1.MachinePoolSync{}).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if s, ok := obj.(*v1alpha1.MachinePoolSync); ok && stale != nil {
-					stale.DeepCopyInto(s)
-					return nil
-				}
-				return c.Get(ctx, key, obj, opts...)
-			},
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
-				patches++
-				return c.SubResource(sub).Patch(ctx, obj, p, o...)
-			},
-		}).Build()
-	r := &Reconciler{Hub: hub}
-	r.init()
-	mp := &hivev1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-infra", UID: "u"},
-		Spec: hivev1.MachinePoolSpec{ClusterDeploymentRef: corev1.LocalObjectReference{Name: "c"}, Name: "infra"}}
+	r, mp := statusHub(&patches, func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if s, ok := obj.(*v1alpha1.MachinePoolSync); ok && stale != nil {
+			stale.DeepCopyInto(s)
+			return nil
+		}
+		return c.Get(ctx, key, obj, opts...)
+	})
 	ctx := context.Background()
 	st := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "infra", Phase: v1alpha1.PhaseUnreachable, Reason: "Timeout"}
 	if _, err := r.writeStatus(ctx, mp, st, false, metav1.Now()); err != nil {
@@ -108,7 +104,7 @@ func TestWriteStatusLaggingCache(t *testing.T) {
 	}
 	// The cache now shows the object as created, before its status was written.
 	cached := &v1alpha1.MachinePoolSync{}
-	if err := hub.Get(ctx, client.ObjectKeyFromObject(mp), cached); err != nil {
+	if err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cached); err != nil {
 		t.Fatal(err)
 	}
 	cached.Status, cached.ResourceVersion = v1alpha1.MachinePoolSyncStatus{}, "1"
