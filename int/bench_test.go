@@ -74,7 +74,8 @@ func TestBenchPipeline(t *testing.T) {
 	}
 	for name, c := range map[string]bench.RestartCase{"first start": rs.FirstStart, "restart": rs.Restart, "failover": rs.Failover} {
 		// At least the kubeconfig Secret of every cluster is read.
-		if c.InSync != 20 || c.Seconds <= 0 || c.PerCluster < 1 || c.Hub.ByVerb["get secrets"] < 20 {
+		if c.InSync != 20 || c.Seconds <= 0 || c.PerCluster < 1 || c.Hub.ByVerb["get secrets"] < 20 ||
+			c.ControllerCPUS <= 0 || c.MachineBusyPct <= 0 || c.MachineBusyPct > 100 {
 			t.Errorf("%s: %+v", name, c)
 		}
 	}
