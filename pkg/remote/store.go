@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,20 +54,14 @@ type kindSpec struct {
 	resource  string
 	namespace string
 	selector  string
-	// example and list are the types the kind is listed and watched as; nil for a
-	// metadata-only kind, which is listed and watched as PartialObjectMetadata.
-	example runtime.Object
-	list    func() runtime.Object
+	example   runtime.Object
+	list      func() runtime.Object
 }
 
-// MachineSets are listed and watched as metadata only (PartialObjectMetadata, in protobuf):
-// their record holds nothing but metadata, and a full MachineSet carries its template's
-// providerSpec, which is most of its bytes. Nodes come in protobuf (a core type); Machines are
-// a CRD, so JSON, and their record needs spec and status.
 var spokeKinds = []kindSpec{
 	{gvkNode, "nodes", "", "", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }},
 	{gvkMachine, "machines", MachineAPINamespace, machineSelector, &machinev1beta1.Machine{}, func() runtime.Object { return &machinev1beta1.MachineList{} }},
-	{gvkMachineSet, "machinesets", MachineAPINamespace, machineSetSelector, nil, nil},
+	{gvkMachineSet, "machinesets", MachineAPINamespace, machineSetSelector, &machinev1beta1.MachineSet{}, func() runtime.Object { return &machinev1beta1.MachineSetList{} }},
 }
 
 // newSpokeCache builds the cache; it does no I/O until Start. notify is called (from the
@@ -76,60 +69,34 @@ var spokeKinds = []kindSpec{
 // during the first list.
 func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, notify func()) (*spokeCache, error) {
 	sc := &spokeCache{}
-	mc, err := metadata.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
 	for _, k := range spokeKinds {
-		st := &kindStore{spec: k, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
-		lw, example, err := listWatch(k, cfg, hc, codecs, mc)
+		rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
 		if err != nil {
 			return nil, err
 		}
+		st := &kindStore{spec: k, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
+		request := func(o *metav1.ListOptions) *rest.Request {
+			o.LabelSelector = k.selector
+			return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
+		}
+		lw := &toolscache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				list := k.list()
+				return list, request(&o).Do(ctx).Into(list)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.Watch = true
+				return request(&o).Watch(ctx)
+			},
+		}
 		l := log.WithValues("kind", k.gvk.Kind)
 		sc.stores = append(sc.stores, st)
-		sc.reflectors = append(sc.reflectors, toolscache.NewReflectorWithOptions(lw, example, st, toolscache.ReflectorOptions{
+		sc.reflectors = append(sc.reflectors, toolscache.NewReflectorWithOptions(lw, k.example, st, toolscache.ReflectorOptions{
 			Name:   "spoke " + strings.ToLower(k.gvk.Kind) + "s",
 			Logger: &l,
 		}))
 	}
 	return sc, nil
-}
-
-// listWatch lists and watches one kind, with the kind's selector, through the spoke's HTTP
-// client; it returns the type the watch delivers.
-func listWatch(k kindSpec, cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, mc metadata.Interface) (*toolscache.ListWatch, runtime.Object, error) {
-	if k.example == nil {
-		ri := mc.Resource(k.gvk.GroupVersion().WithResource(k.resource)).Namespace(k.namespace)
-		return &toolscache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = k.selector
-				return ri.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.LabelSelector = k.selector
-				return ri.Watch(ctx, o)
-			},
-		}, &metav1.PartialObjectMetadata{}, nil
-	}
-	rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
-	if err != nil {
-		return nil, nil, err
-	}
-	request := func(o *metav1.ListOptions) *rest.Request {
-		o.LabelSelector = k.selector
-		return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
-	}
-	return &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			list := k.list()
-			return list, request(&o).Do(ctx).Into(list)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.Watch = true
-			return request(&o).Watch(ctx)
-		},
-	}, k.example, nil
 }
 
 // Start runs the reflectors until ctx is done (the last one in the calling goroutine).
@@ -389,10 +356,6 @@ func compact(obj any) (*record, error) {
 		}
 		return r, nil
 	case *machinev1beta1.MachineSet:
-		r := compactMeta(&o.ObjectMeta)
-		r.annotations = nil
-		return r, nil
-	case *metav1.PartialObjectMetadata: // a MachineSet, watched as metadata only
 		r := compactMeta(&o.ObjectMeta)
 		r.annotations = nil
 		return r, nil
