@@ -110,21 +110,14 @@ func run() error {
 	verbose := flag.Bool("v", false, "show the API servers' output")
 	flag.Parse()
 	cfg.GrowthSpokes, cfg.GrowthNodes = gs, gn
-	for _, e := range strings.Split(*env, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			if !strings.Contains(e, "=") {
-				return fmt.Errorf("-controller-env: %q is not KEY=VALUE", e)
-			}
-			cfg.ControllerEnv = append(cfg.ControllerEnv, e)
-		}
+	var err error
+	if cfg.ControllerEnv, err = splitList(*env, "-controller-env", "KEY=VALUE", func(e string) bool { return strings.Contains(e, "=") }); err != nil {
+		return err
 	}
-	for _, f := range strings.Split(*flags, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			if !strings.HasPrefix(f, "--") || !strings.Contains(f, "=") {
-				return fmt.Errorf("-controller-flags: %q is not --flag=value", f)
-			}
-			cfg.ControllerFlags = append(cfg.ControllerFlags, f)
-		}
+	if cfg.ControllerFlags, err = splitList(*flags, "-controller-flags", "--flag=value", func(f string) bool {
+		return strings.HasPrefix(f, "--") && strings.Contains(f, "=")
+	}); err != nil {
+		return err
 	}
 
 	exe, err := os.Executable()
@@ -194,4 +187,19 @@ func render(args []string) error {
 	}
 	fmt.Print(md)
 	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items; each item must satisfy ok.
+func splitList(v, flagName, form string, ok func(string) bool) ([]string, error) {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		if !ok(item) {
+			return nil, fmt.Errorf("%s: %q is not %s", flagName, item, form)
+		}
+		out = append(out, item)
+	}
+	return out, nil
 }

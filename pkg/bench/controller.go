@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/procfs"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -427,53 +428,40 @@ func (b *bench) envOverrides() []string {
 	return out
 }
 
-// cpuMark is where the controller's CPU time and the machine's CPU counters stood at one
-// moment, so that a span can say how much of it was the controller's own work and how busy
-// the shared machine was.
+// cpuMark is where a controller process's CPU time and the machine's CPU times stood at one
+// moment, so that a span can say how much of it was the controller's own work and how busy the
+// shared machine was.
 type cpuMark struct {
-	proc        float64 // process_cpu_seconds_total (0 before the process serves metrics)
-	busy, total uint64  // /proc/stat jiffies of all CPUs
+	proc        float64 // the process's user+system seconds (0 for no process)
+	busy, total float64 // all CPUs' seconds; idle and iowait are not busy
 }
 
-// markCPU reads the machine's counters and, when p is not nil, the controller's CPU time.
+// markCPU reads the machine's CPU times and, when p is not nil, p's own (from procfs).
 func markCPU(p *controllerProc) cpuMark {
 	var m cpuMark
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return m
+	}
 	if p != nil {
-		if s, err := p.scrape(); err == nil {
-			m.proc = s.Sum("process_cpu_seconds_total", nil)
+		if proc, err := fs.Proc(p.cmd.Process.Pid); err == nil {
+			if st, err := proc.Stat(); err == nil {
+				m.proc = st.CPUTime()
+			}
 		}
 	}
-	m.busy, m.total = machineJiffies()
+	if st, err := fs.Stat(); err == nil {
+		c := st.CPUTotal
+		m.total = c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+		m.busy = m.total - c.Idle - c.Iowait
+	}
 	return m
 }
 
 // since returns the controller's CPU seconds and the machine's busy percentage from m0 to m.
 func (m cpuMark) since(m0 cpuMark) (procS, busyPct float64) {
 	if m.total > m0.total {
-		busyPct = 100 * float64(m.busy-m0.busy) / float64(m.total-m0.total)
+		busyPct = 100 * (m.busy - m0.busy) / (m.total - m0.total)
 	}
 	return m.proc - m0.proc, busyPct
-}
-
-// machineJiffies reads the first line of /proc/stat: busy and total jiffies of all CPUs (idle
-// and iowait count as not busy).
-func machineJiffies() (busy, total uint64) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, 0
-	}
-	var idle uint64
-	for i, s := range f[1:8] { // user nice system idle iowait irq softirq
-		v, _ := strconv.ParseUint(s, 10, 64)
-		total += v
-		if i == 3 || i == 4 {
-			idle += v
-		}
-	}
-	return total - idle, total
 }

@@ -192,7 +192,7 @@ func (r *Report) restMarkdown(p func(string, ...any)) {
 		for _, x := range r.restartCases() {
 			p("| %s | %.1f s (%d/%d) | %.1f s | %.0f%% | %.2f | %.2f | %s |\n", x.name, x.c.Seconds, x.c.InSync, rs.Clusters, x.c.ControllerCPUS, x.c.MachineBusyPct, x.c.PerCluster, x.c.WritesPerCluster, verbs(x.c.Hub.ByVerb))
 		}
-		p("\nController CPU is its own CPU time over the same span; machine CPUs busy is all of this machine's CPUs over that span (%s), which the controller shares with the %d real spokes' API servers, etcd and the hub. Where the machine is near 100%% busy, the machine sets the pace, and the controller's own CPU time, spread over the cores a hub gives it, is the better guide to what a real shard would see (its spokes answer from their own machines).\n",
+		p("\nController CPU is its own CPU time over the same span; machine CPUs busy is all of this machine's CPUs over that span (%s), which the controller shares with the %d real spokes' API servers, etcd and the hub. Where the machine is near 100%% busy, the machine sets the pace, and the controller's own CPU time, spread over the cores a hub gives it, is the better guide to what a real shard would see (its spokes answer from their own machines). The restart's first 30 s run under Go's CPU profiler (100 samples a second, a cost of a few percent of the controller's CPU), saved as controller-restart-cpu.pprof beside the report.\n",
 			r.Machine, r.Sim.RealSpokes)
 		if sb := rs.Failover.Standby; sb != nil {
 			p("\nFailover: the standby ran beside the leader for 15 s before the kill, filling its caches (%d gets and lists, %d watches: none per cluster); the killed leader's Lease was taken over %.1f s after the kill (a killed leader does not release it: the standby waits for it to expire).\n",
