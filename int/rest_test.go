@@ -357,3 +357,49 @@ func TestDeadSpokeDetectedWithoutPolling(t *testing.T) {
 		})
 	}
 }
+
+// tokenCacheTTL outlasts kube-apiserver's cache of accepted tokens (10 s), after which a
+// revoked credential is refused.
+const tokenCacheTTL = 11 * time.Second
+
+// A credential revoked on the spoke while its Secret stays the same is noticed by the next
+// request that uses it, with no write needed: here the watches that break when the spoke's
+// API server restarts are opened again with the revoked token, the spoke answers 401, and the
+// pool says Unauthorized. A rotated Secret then brings it back.
+func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 1)
+	opts := testOptions()
+	opts.Remote = fleet.Options{}.WithDefaults().Remote // shipped health settings
+	opts.Remote.BackoffBase, opts.Remote.BackoffCap = 200*time.Millisecond, 2*time.Second
+	startController(t, ctx, controllerConfig(t, ctx, f), opts)
+	waitInSync(t, ctx, f, s, time.Minute)
+
+	if err := s.RevokeCredential(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(tokenCacheTTL)
+	revokedAt := time.Now()
+	if err := s.KillAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "revoked credential reported Unauthorized", time.Minute, func() bool {
+		_, r := poolReason(ctx, f.Hub.Client, s)
+		return r == "Unauthorized"
+	})
+	for _, e := range readAudit(t, s.AuditLogPath) {
+		if e.Verb == "patch" && !e.RequestReceived.Before(revokedAt) {
+			t.Errorf("a write was sent after the revocation: %s %s", e.Verb, e.RequestURI)
+		}
+	}
+	if err := s.RotateCredential(ctx); err != nil {
+		t.Fatal(err)
+	}
+	changeAndConverge(t, ctx, s, "example.com/after-revoke", "yes", time.Minute)
+}
