@@ -35,7 +35,7 @@ generate: ## Regenerate config/crds from the pinned hive/apis and openshift/api.
 .PHONY: verify
 verify: ## Fail if generated files are stale, code is unformatted, or go vet complains.
 	hack/gen-crds.sh --verify
-	@test -z "$$(gofmt -l cmd pkg int hack config)" || { echo "gofmt needed:"; gofmt -l cmd pkg int hack config; exit 1; }
+	@test -z "$$(gofmt -l cmd pkg internal int hack config)" || { echo "gofmt needed:"; gofmt -l cmd pkg internal int hack config; exit 1; }
 	$(GO) vet ./...
 
 .PHONY: test-unit

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openshift/hub-node-metadata/pkg/bench"
+	"github.com/openshift/hub-node-metadata/internal/bench"
 )
 
 // TestBenchPipeline runs the whole `make bench` pipeline at tiny sizes and

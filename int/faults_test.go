@@ -15,7 +15,7 @@ import (
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
-	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
 // slowOptions write one object at a time at 5 requests/s per spoke, so

@@ -1,5 +1,5 @@
 // Package int_test holds the integration suites: every test runs against
-// real kube-apiservers started by pkg/localfleet (build them with
+// real kube-apiservers started by internal/localfleet (build them with
 // hack/controlplane.sh; the Makefile sets KUBEBUILDER_ASSETS).
 package int_test
 
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
 // startFleet starts a hub and n spokes with audit logs, stopped at cleanup.

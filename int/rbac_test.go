@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 
 	hub "github.com/openshift/hub-node-metadata/config/hub"
-	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
 // installHubRBAC installs config/hub's ServiceAccount and RBAC (the base,

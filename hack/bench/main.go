@@ -1,4 +1,4 @@
-// Command bench runs the benchmarks behind `make bench` (see pkg/bench and
+// Command bench runs the benchmarks behind `make bench` (see internal/bench and
 // docs/benchmarks.md) and writes _out/bench/report.md and report.json, then
 // copies the Markdown to docs/benchmarks.md.
 //
@@ -22,7 +22,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/openshift/hub-node-metadata/pkg/bench"
+	"github.com/openshift/hub-node-metadata/internal/bench"
 )
 
 func main() {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
-	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
 // runDemo runs the controller on the local fleet, changes pools, shows the

@@ -10,7 +10,7 @@ import (
 
 	hub "github.com/openshift/hub-node-metadata/config/hub"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
-	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 

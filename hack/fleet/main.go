@@ -1,5 +1,5 @@
 // Command fleet starts a local hub and spokes (real API servers, see
-// pkg/localfleet) with sample MachinePools, prints how to reach them, and
+// internal/localfleet) with sample MachinePools, prints how to reach them, and
 // stops cleanly on Ctrl-C. With -demo it also runs the controller, changes a
 // pool and shows the fleet converging.
 package main
@@ -16,7 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
 func main() {

@@ -1,5 +1,5 @@
 // Package bench is the benchmark behind `make bench`: it starts a local hub
-// and real spoke API servers (pkg/localfleet), runs the controller as a
+// and real spoke API servers (internal/localfleet), runs the controller as a
 // separate process (ControllerMain, the same fleet.NewManager setup as
 // cmd/hub-controller), and measures write cost, convergence against an
 // ideal computed in the same run, reaction times, hub memory, isolation from

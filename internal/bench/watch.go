@@ -12,7 +12,7 @@ import (
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
 // nodeState is what the watcher keeps of a Node: when it was seen and its

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/openshift/hub-node-metadata/pkg/localfleet"
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
 // AuditCounts are the hub's requests as a spoke's audit log records them.
