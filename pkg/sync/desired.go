@@ -41,6 +41,11 @@ type Desired struct {
 	// Taints go on Nodes and Machines; one entry per key+effect, first value
 	// of the pool wins, pool order kept. Only Key, Value and Effect are set.
 	Taints []corev1.Taint
+	// Deferred holds taint IDs (key:Effect) back on the objects planned
+	// with this Desired: a paced rollout has not reached them (see
+	// Deferring). A deferred taint is neither added nor changed, an observed
+	// copy is kept as it is, and ownership of it is left as recorded.
+	Deferred map[string]bool
 }
 
 // Problem is one invalid item of a MachinePool spec.

@@ -71,7 +71,7 @@ func (p Plan) InSync() bool { return p.Patch == nil }
 // modifies it; n must not be nil.
 func PlanNode(d Desired, n *corev1.Node) Plan {
 	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]))
-	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]))
+	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.Deferred)
 
 	annotations := map[string]any{}
 	recordOwned(annotations, n.Annotations, AnnotationOwnedLabels, labels.record)
@@ -93,7 +93,7 @@ func PlanNode(d Desired, n *corev1.Node) Plan {
 func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
 	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]))
 	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]))
-	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]))
+	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]), d.Deferred)
 
 	annotations := map[string]any{}
 	recordOwned(annotations, m.Annotations, AnnotationOwnedMachineLabels, machineLabels.record)
@@ -152,7 +152,9 @@ type taintPlan struct {
 	record  []string       // owned key:Effect after the patch, sorted
 }
 
-func planTaints(observed, declared []corev1.Taint, owned map[string]bool) taintPlan {
+// planTaints plans a taint list. A deferred ID is left as observed: not
+// added, not changed, not removed, and recorded as owned only if it was.
+func planTaints(observed, declared []corev1.Taint, owned, deferred map[string]bool) taintPlan {
 	var p taintPlan
 	// Dedupe what is declared (first value wins); DesiredFromPool already
 	// does, this keeps hand-built Desired values safe too.
@@ -170,6 +172,8 @@ func planTaints(observed, declared []corev1.Taint, owned map[string]bool) taintP
 		id := taintID(t)
 		w, isDeclared := want[id]
 		switch {
+		case isDeclared && deferred[id] && !seen[id]:
+			seen[id] = true
 		case isDeclared && seen[id]:
 			p.changes = append(p.changes, Change{Kind: KindTaint, Op: OpDedupe, Key: id, From: t.Value})
 			p.changed = true
@@ -191,14 +195,18 @@ func planTaints(observed, declared []corev1.Taint, owned map[string]bool) taintP
 		p.list = append(p.list, t)
 	}
 	for _, id := range order {
-		if !seen[id] {
+		if !seen[id] && !deferred[id] {
 			w := want[id]
 			p.changes = append(p.changes, Change{Kind: KindTaint, Op: OpAdd, Key: id, To: w.Value})
 			p.list = append(p.list, w)
 			p.changed = true
 		}
 	}
-	p.record = append([]string(nil), order...)
+	for _, id := range order {
+		if !deferred[id] || owned[id] {
+			p.record = append(p.record, id)
+		}
+	}
 	sort.Strings(p.record)
 	return p
 }

@@ -1,0 +1,243 @@
+package sync
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Per-pool annotations on a MachinePool that pace its NoExecute taints.
+const (
+	// AnnotationNoExecuteBatch is how many Nodes of the pool get a new or
+	// changed NoExecute taint at a time: a count ("3"), a percentage of the
+	// pool's Nodes ("25%", rounded down, at least 1), or "all" (no pacing).
+	AnnotationNoExecuteBatch = "hub-node-metadata.openshift.io/noexecute-batch"
+	// AnnotationNoExecuteInterval is the wait after a batch is written
+	// before the next one: a duration ("2m", "30s"), or "all" (no pacing).
+	AnnotationNoExecuteInterval = "hub-node-metadata.openshift.io/noexecute-interval"
+)
+
+// Pacing defaults: 10 % of the pool's Nodes (at least 1) every 2 minutes.
+const (
+	DefaultNoExecutePercent  = 10
+	DefaultNoExecuteInterval = 2 * time.Minute
+	// MaxNoExecuteInterval bounds the interval annotation: a longer wait is
+	// more likely a typo ("2h" for "2m") than a plan.
+	MaxNoExecuteInterval = 24 * time.Hour
+)
+
+// CodeInvalidPacing is the refusal code of a bad pacing annotation.
+const CodeInvalidPacing = "InvalidPacing"
+
+// Pacing says how a pool's new or changed NoExecute taints reach the Nodes
+// that already exist. A NoExecute taint evicts every pod that does not
+// tolerate it, at once and regardless of PodDisruptionBudgets, so it goes to
+// Batch Nodes (and their Machines) at a time, Interval apart.
+type Pacing struct {
+	// All: no pacing, every Node at once.
+	All bool
+	// Count, if > 0, is the batch size; otherwise Percent of the pool's Nodes.
+	Count, Percent int
+	Interval       time.Duration
+}
+
+// DefaultPacing is the pacing of a pool without annotations.
+var DefaultPacing = Pacing{Percent: DefaultNoExecutePercent, Interval: DefaultNoExecuteInterval}
+
+// BatchSize is the batch for a pool of nodes Nodes: Count, or Percent of
+// nodes rounded down, and at least 1.
+func (p Pacing) BatchSize(nodes int) int {
+	if p.All {
+		return max(nodes, 1)
+	}
+	if p.Count > 0 {
+		return p.Count
+	}
+	return max(1, nodes*p.Percent/100)
+}
+
+// String says the pacing for people: "2 Nodes every 5s", "10% of Nodes
+// every 2m0s", "all at once".
+func (p Pacing) String() string {
+	switch {
+	case p.All:
+		return "all at once"
+	case p.Count > 0:
+		return fmt.Sprintf("%d Node%s at a time every %s", p.Count, plural(p.Count), p.Interval)
+	default:
+		return fmt.Sprintf("%d%% of Nodes (at least 1) at a time every %s", p.Percent, p.Interval)
+	}
+}
+
+// PacingFromAnnotations reads a MachinePool's pacing annotations over
+// DefaultPacing. A bad value is a *ValidationError with CodeInvalidPacing:
+// the pool is refused, as any bad pool input.
+func PacingFromAnnotations(annotations map[string]string) (Pacing, error) {
+	p := DefaultPacing
+	var problems []Problem
+	bad := func(key, value, reason string) {
+		problems = append(problems, Problem{Field: "metadata.annotations[" + key + "]", Value: value, Code: CodeInvalidPacing, Reason: reason})
+	}
+	if v, ok := annotations[AnnotationNoExecuteBatch]; ok {
+		s := strings.TrimSpace(v)
+		switch {
+		case s == "all":
+			p.All = true
+		case strings.HasSuffix(s, "%"):
+			n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+			if err != nil || n < 1 || n > 100 {
+				bad(AnnotationNoExecuteBatch, v, "want a count (\"3\"), a percentage from 1% to 100% (\"25%\") or \"all\"")
+			} else {
+				p.Count, p.Percent = 0, n
+			}
+		default:
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				bad(AnnotationNoExecuteBatch, v, "want a count of at least 1 (\"3\"), a percentage (\"25%\") or \"all\"")
+			} else {
+				p.Count = n
+			}
+		}
+	}
+	if v, ok := annotations[AnnotationNoExecuteInterval]; ok {
+		s := strings.TrimSpace(v)
+		if s == "all" {
+			p.All = true
+		} else if d, err := time.ParseDuration(s); err != nil || d < 0 || d > MaxNoExecuteInterval {
+			bad(AnnotationNoExecuteInterval, v, fmt.Sprintf("want a duration from 0s to %s (\"2m\", \"30s\") or \"all\"", MaxNoExecuteInterval))
+		} else {
+			p.Interval = d
+		}
+	}
+	if len(problems) > 0 {
+		return Pacing{}, &ValidationError{Problems: problems}
+	}
+	return p, nil
+}
+
+// PacedTaints are the taints of d whose arrival is paced: its NoExecute
+// ones. Adding one, or changing its value, evicts pods; removing one, and
+// every other item, is applied at once.
+func PacedTaints(d Desired) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range d.Taints {
+		if t.Effect == corev1.TaintEffectNoExecute {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Progress is where one Target stands in a paced rollout.
+type Progress int
+
+const (
+	// ProgressExempt: the Machine has no Node yet; nothing runs there to
+	// evict, and its Node will join with the taint, so it is not paced.
+	ProgressExempt Progress = iota
+	// ProgressDone: the Machine and its Node hold every paced taint with
+	// the pool's value.
+	ProgressDone
+	// ProgressStarted: one of them holds a paced taint with the pool's
+	// value, the other not yet (a batch interrupted by a failure or a
+	// restart, or a copy by nodelink): it is finished without waiting.
+	ProgressStarted
+	// ProgressPending: neither holds any paced taint with the pool's value.
+	ProgressPending
+)
+
+// ProgressOf says where t stands for the paced taints of d. Done when
+// there are none.
+func ProgressOf(d Desired, t Target) Progress {
+	paced := PacedTaints(d)
+	if len(paced) == 0 {
+		return ProgressDone
+	}
+	if t.Node == nil && t.NodeSkip == NodeSkipNoNodeRef {
+		return ProgressExempt
+	}
+	mAll, mAny := holds(t.Machine.Spec.Taints, paced)
+	nAll, nAny := true, false
+	if t.Node != nil {
+		nAll, nAny = holds(t.Node.Spec.Taints, paced)
+	}
+	switch {
+	case mAll && nAll:
+		return ProgressDone
+	case mAny || nAny:
+		return ProgressStarted
+	default:
+		return ProgressPending
+	}
+}
+
+// holds reports whether taints hold all, and any, of paced with their values.
+func holds(taints, paced []corev1.Taint) (all, any bool) {
+	all = true
+	for _, p := range paced {
+		found := false
+		for _, t := range taints {
+			if t.Key == p.Key && t.Effect == p.Effect && t.Value == p.Value {
+				found = true
+				break
+			}
+		}
+		all = all && found
+		any = any || found
+	}
+	return all, any
+}
+
+// Deferring returns d with its paced taints held back: on an object planned
+// with it, a paced taint is neither added nor changed, and nothing about it
+// is removed or newly recorded as owned. Everything else of d applies.
+func (d Desired) Deferring() Desired {
+	paced := PacedTaints(d)
+	if len(paced) == 0 {
+		return d
+	}
+	d.Deferred = make(map[string]bool, len(paced))
+	for _, t := range paced {
+		d.Deferred[taintID(t)] = true
+	}
+	return d
+}
+
+// Admit chooses which targets are written in full this round, given each
+// one's Progress and the number of Pending ones a new batch may take (0 while
+// the interval runs). Exempt, Done and Started targets are always admitted:
+// writing them evicts nothing new. While any target is Started, no new
+// Pending one is admitted, so that a batch interrupted by a failure or a
+// restart is finished before the next begins and two never overlap. Pending
+// targets are taken in order (the caller's order: Machine name).
+func Admit(progress []Progress, batch int) []bool {
+	admit := make([]bool, len(progress))
+	started := false
+	for i, p := range progress {
+		admit[i] = p != ProgressPending
+		started = started || p == ProgressStarted
+	}
+	if started {
+		return admit
+	}
+	for i, p := range progress {
+		if batch <= 0 {
+			break
+		}
+		if p == ProgressPending {
+			admit[i] = true
+			batch--
+		}
+	}
+	return admit
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
