@@ -29,6 +29,7 @@ const (
 	PhaseRefused     = "Refused"     // the pool has invalid or reserved items; nothing written
 	PhasePaused      = "Paused"      // the pool or its cluster is paused by annotation
 	PhaseUnreachable = "Unreachable" // the spoke is not connected or not eligible
+	PhaseRollingOut  = "RollingOut"  // a NoExecute taint is reaching the pool's Nodes a batch at a time
 )
 
 // MachinePoolSyncStatus summarises the last sync of one MachinePool.
@@ -37,7 +38,7 @@ type MachinePoolSyncStatus struct {
 	Cluster string `json:"cluster,omitempty"`
 	// Pool is the MachinePool's spec.name (its name on the spoke).
 	Pool string `json:"pool,omitempty"`
-	// Phase is one of InSync, Drifted, Refused, Paused, Unreachable.
+	// Phase is one of InSync, Drifted, RollingOut, Refused, Paused, Unreachable.
 	Phase string `json:"phase,omitempty"`
 	// ObservedGeneration is the MachinePool generation this status is for.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -65,6 +66,28 @@ type MachinePoolSyncStatus struct {
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
 	// LastChangeTime is when the controller last wrote to the pool's spoke objects.
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// Rollout is set while the pool's new or changed NoExecute taints reach
+	// its existing Nodes a batch at a time (Phase RollingOut).
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutStatus is where a paced NoExecute rollout stands. Everything else
+// of the pool is applied at once; only these taints wait.
+type RolloutStatus struct {
+	// Taints are the paced taints, as key=value:NoExecute.
+	Taints string `json:"taints"`
+	// Progress is Done/Total, for kubectl get.
+	Progress string `json:"progress"`
+	// Done counts the pool's Nodes (with their Machines) that hold the
+	// taints or are being written; Total the pool's Nodes.
+	Done  int `json:"done"`
+	Total int `json:"total"`
+	// Batch is how many Nodes get the taints at a time; Interval the wait
+	// between batches.
+	Batch    int    `json:"batch"`
+	Interval string `json:"interval"`
+	// NextBatchTime is when the next batch is due; unset in a dry run.
+	NextBatchTime *metav1.Time `json:"nextBatchTime,omitempty"`
 }
 
 // MachinePoolSync is the controller's report on one MachinePool.
@@ -78,6 +101,8 @@ type MachinePoolSyncStatus struct {
 // +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.synced`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`
 // +kubebuilder:printcolumn:name="Drifted",type=integer,JSONPath=`.status.drifted`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout.progress`
+// +kubebuilder:printcolumn:name="Next Batch",type=string,JSONPath=`.status.rollout.nextBatchTime`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Since",type=date,JSONPath=`.status.lastSyncTime`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1

@@ -23,6 +23,9 @@ type Decision struct {
 	Results []PoolResult
 	// Desired is the validated metadata of each pool to sync; nil for the others.
 	Desired []*nmsync.Desired
+	// Pacing is how each pool's NoExecute taints reach existing Nodes
+	// (its annotations over nmsync.DefaultPacing).
+	Pacing []nmsync.Pacing
 	// State is the cluster's state (a State* constant), final unless NeedsSpoke.
 	State string
 	// NeedsSpoke says at least one pool is to be synced.
@@ -41,9 +44,10 @@ type SpokeObjects struct {
 // which pools are synced and why the others are not: the cluster paused by
 // annotation, the cluster ineligible (remote.Eligible: Hive's pause and
 // relocate annotations, not installed, hibernating, unreachable...), a pool
-// paused or being deleted, a pool refused by validation. It does no I/O.
+// paused or being deleted, a pool refused by validation (of its spec or of
+// its NoExecute pacing annotations). It does no I/O.
 func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun bool) *Decision {
-	d := &Decision{Results: make([]PoolResult, len(pools)), Desired: make([]*nmsync.Desired, len(pools))}
+	d := &Decision{Results: make([]PoolResult, len(pools)), Desired: make([]*nmsync.Desired, len(pools)), Pacing: make([]nmsync.Pacing, len(pools))}
 	ck := clusterKey(cd.Namespace, cd.Name)
 	for i := range pools {
 		d.Results[i] = PoolResult{Cluster: ck, Pool: pools[i].Name, PoolName: pools[i].Spec.Name, Generation: pools[i].Generation, DryRun: dryRun}
@@ -73,7 +77,13 @@ func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun boo
 				d.anyRefused = true
 				continue
 			}
-			d.Desired[i] = &desired
+			pacing, err := nmsync.PacingFromAnnotations(mp.Annotations)
+			if err != nil {
+				out.Phase, out.Reason, out.Message = v1alpha1.PhaseRefused, RefusalReason(err), err.Error()
+				d.anyRefused = true
+				continue
+			}
+			d.Desired[i], d.Pacing[i] = &desired, pacing
 			d.NeedsSpoke = true
 		}
 	}

@@ -69,6 +69,16 @@ func TestDecide(t *testing.T) {
 			pools: []hivev1.MachinePool{pool("c", func(mp *hivev1.MachinePool) { mp.Spec.Taints = []corev1.Taint{{Key: "k", Effect: "Sometimes"}} })},
 			want:  got{State: StateRefused, Phases: []string{"Refused/InvalidEffect"}},
 		},
+		"bad pacing annotation refused, the other pool synced": {
+			cd: installed(),
+			pools: []hivev1.MachinePool{
+				pool("a", func(mp *hivev1.MachinePool) {
+					mp.Annotations = map[string]string{"hub-node-metadata.openshift.io/noexecute-batch": "lots"}
+				}),
+				pool("b"),
+			},
+			want: got{NeedsSpoke: true, Phases: []string{"Refused/InvalidPacing", "sync"}},
+		},
 		"no pools": {cd: installed(), want: got{State: StateInSync, Phases: []string{}}},
 	}
 	for name, tc := range tests {

@@ -30,6 +30,10 @@ type DriftRow struct {
 	SkippedNodes    int      `json:"skippedNodes"`
 	Changes         []string `json:"changes,omitempty"`
 	Message         string   `json:"message,omitempty"`
+	// PendingNoExecute lists the pool's paced NoExecute taints that a
+	// rollout has not brought to PendingNodes of its Nodes yet.
+	PendingNoExecute string `json:"pendingNoExecute,omitempty"`
+	PendingNodes     int    `json:"pendingNodes,omitempty"`
 }
 
 // DriftReport reads every ClusterDeployment and MachinePool on the hub and
@@ -93,14 +97,15 @@ func driftOfCluster(ctx context.Context, secrets client.Reader, cd *hivev1.Clust
 				d.Unreachable(string(remote.ReasonOf(err)), err.Error())
 			} else {
 				targets := d.Targets(objs)
+				paced := d.Pace(targets, noNewBatch)
 				results := make([][][]nmsync.Result, len(pools))
 				planner := &nmsync.Applier{DryRun: true}
 				for i := range pools {
 					if d.Desired[i] == nil {
 						continue
 					}
-					for _, t := range targets[i] {
-						results[i] = append(results[i], planner.SyncTarget(ctx, *d.Desired[i], t))
+					for j, t := range targets[i] {
+						results[i] = append(results[i], planner.SyncTarget(ctx, paced[i][j], t))
 					}
 				}
 				d.Finish(results)
@@ -148,6 +153,9 @@ func driftRow(pr PoolResult) DriftRow {
 		row.Changes = append(row.Changes, c)
 	}
 	sort.Strings(row.Changes)
+	if ro := pr.Rollout; ro != nil && len(ro.Waiting) > 0 {
+		row.PendingNoExecute, row.PendingNodes = ro.TaintList(), len(ro.Waiting)
+	}
 	return row
 }
 
@@ -166,6 +174,9 @@ func WriteDrift(w io.Writer, rows []DriftRow, output string) error {
 		fmt.Fprintln(tw, "CLUSTER\tPOOL\tSTATE\tMACHINES\tDRIFTED\tNODES\tDRIFTED\tUNLINKED\tREASON\tCHANGES")
 		for _, r := range rows {
 			changes := strings.Join(r.Changes, "; ")
+			if r.PendingNoExecute != "" {
+				changes = strings.TrimSuffix(fmt.Sprintf("paced NoExecute %s pending on %d Node(s); %s", r.PendingNoExecute, r.PendingNodes, changes), "; ")
+			}
 			if len(changes) > 120 {
 				changes = changes[:117] + "..."
 			}

@@ -40,6 +40,8 @@ type Metrics struct {
 	Refusals     *prometheus.CounterVec   // refusals_total{reason}
 	Contested    *prometheus.GaugeVec     // contested_objects{cluster,pool}
 	Denied       *prometheus.GaugeVec     // denied_objects{cluster,pool}
+	// NoExecutePending: noexecute_pending_nodes{cluster,pool}
+	NoExecutePending *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	states map[string]string // cluster -> state
@@ -74,6 +76,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Objects of a pool another writer keeps changing back; the controller stopped writing them for a while."}, []string{"cluster", "pool"}),
 		Denied: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "denied_objects",
 			Help: "Objects of a pool whose patch the spoke denied (admission webhook, 400/403/422); retried every --denied-retry."}, []string{"cluster", "pool"}),
+		NoExecutePending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "noexecute_pending_nodes",
+			Help: "Nodes of a pool that a paced rollout of its new or changed NoExecute taints has not reached yet."}, []string{"cluster", "pool"}),
 		states: map[string]string{},
 	}
 	m.Clusters = register(reg, m.Clusters)
@@ -88,6 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Refusals = register(reg, m.Refusals)
 	m.Contested = register(reg, m.Contested)
 	m.Denied = register(reg, m.Denied)
+	m.NoExecutePending = register(reg, m.NoExecutePending)
 	for _, s := range allStates {
 		m.Clusters.WithLabelValues(s).Set(0)
 	}
@@ -100,7 +105,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Conflicts.WithLabelValues(kind).Add(0)
 		m.Overrides.WithLabelValues(kind).Add(0)
 	}
-	for _, code := range []string{nmsync.CodeInvalidKey, nmsync.CodeInvalidValue, nmsync.CodeInvalidEffect, nmsync.CodeReservedKey, nmsync.CodeTooMany} {
+	for _, code := range []string{nmsync.CodeInvalidKey, nmsync.CodeInvalidValue, nmsync.CodeInvalidEffect, nmsync.CodeReservedKey, nmsync.CodeTooMany, nmsync.CodeInvalidPacing} {
 		m.Refusals.WithLabelValues(code).Add(0)
 	}
 	return m
@@ -137,6 +142,7 @@ func (m *Metrics) ForgetCluster(cluster string) {
 	m.PoolRefused.DeletePartialMatch(l)
 	m.Contested.DeletePartialMatch(l)
 	m.Denied.DeletePartialMatch(l)
+	m.NoExecutePending.DeletePartialMatch(l)
 }
 
 // ForgetPool deletes a pool's series.
@@ -146,6 +152,7 @@ func (m *Metrics) ForgetPool(cluster, pool string) {
 	m.PoolRefused.DeletePartialMatch(l)
 	m.Contested.DeletePartialMatch(l)
 	m.Denied.DeletePartialMatch(l)
+	m.NoExecutePending.DeletePartialMatch(l)
 }
 
 // State returns a cluster's last recorded state.

@@ -55,7 +55,11 @@ const (
 	EventConnected    = "SpokeConnected"
 	// EventClusterMissing: the pool names a ClusterDeployment that does not exist.
 	EventClusterMissing = "ClusterDeploymentMissing"
-	eventAction         = "Sync"
+	// A paced NoExecute rollout: its first batch, each batch, its end.
+	EventNoExecuteStarted = "NoExecuteRolloutStarted"
+	EventNoExecuteBatch   = "NoExecuteBatch"
+	EventNoExecuteDone    = "NoExecuteRolloutDone"
+	eventAction           = "Sync"
 )
 
 // Field index: MachinePools by their ClusterDeployment's name.
@@ -75,6 +79,7 @@ type Reconciler struct {
 
 	contested *contestTracker
 	denials   *denialTracker
+	pacer     *pacer
 	mu        gosync.Mutex
 	lastPools map[string]map[string]bool // cluster -> pool names with series
 	lastConn  map[string]remote.Reason   // cluster -> last connection reason seen
@@ -89,6 +94,9 @@ func (r *Reconciler) init() {
 	}
 	if r.denials == nil {
 		r.denials = newDenialTracker(r.Opts.DeniedRetry)
+	}
+	if r.pacer == nil {
+		r.pacer = newPacer()
 	}
 	if r.lastPools == nil {
 		r.lastPools = map[string]map[string]bool{}
@@ -142,14 +150,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 //     (RetryBase doubling to RetryCap), by returning an error; but a retry
 //     that made progress starts again from RetryBase.
 //   - Objects held after a denial: when the first of them may be retried.
+//   - A paced NoExecute rollout: when its next batch is due.
 //   - Otherwise the safety-net resync: watches and connect events bring the
 //     cluster back sooner.
 func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, error) {
 	transient, progress := 0, false
+	var batchDue time.Time
 	for _, pr := range res {
 		c := Count(pr.Results)
 		transient += c.Transient
 		progress = progress || c.Patched > 0
+		if ro := pr.Rollout; ro != nil && !ro.NextBatch.IsZero() && (batchDue.IsZero() || ro.NextBatch.Before(batchDue)) {
+			batchDue = ro.NextBatch
+		}
 	}
 	if transient > 0 {
 		if progress {
@@ -160,6 +173,13 @@ func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, e
 	after := r.jitter(r.Opts.ResyncPeriod)
 	if d, ok := r.denials.nextRetry(cluster); ok && d < after {
 		after = d + 100*time.Millisecond
+	}
+	if !batchDue.IsZero() {
+		// A batch held back by an unfinished one is due at once: look again
+		// soon, not in a busy loop.
+		if d := max(time.Until(batchDue), r.Opts.RetryBase) + 50*time.Millisecond; d < after {
+			after = d
+		}
 	}
 	return reconcile.Result{RequeueAfter: after}, nil
 }
@@ -211,6 +231,15 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 	}
 
 	targets := d.Targets(objs)
+	gate := noNewBatch
+	if !r.Opts.DryRun {
+		names := make([]string, len(pools))
+		for i := range pools {
+			names[i] = pools[i].Name
+		}
+		gate = r.pacer.gate(ck, names, d, time.Now())
+	}
+	paced := d.Pace(targets, gate)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.Opts.WritesPerCluster)
 	results := make([][][]nmsync.Result, len(pools))
@@ -219,16 +248,15 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 			continue
 		}
 		results[i] = make([][]nmsync.Result, len(targets[i]))
-		desired := *d.Desired[i]
 		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
-			Hold: r.denials.hold(ck, fingerprint(desired))}
+			Hold: r.denials.hold(ck, fingerprint(*d.Desired[i]))}
 		for j, t := range targets[i] {
 			if r.contested.isHeld(ck, t) {
 				results[i][j] = []nmsync.Result{{Kind: nmsync.ResultKindMachine, Name: t.Machine.Name, Outcome: nmsync.OutcomeSkipped, Reason: "Contested"}}
 				continue
 			}
 			g.Go(func() error {
-				results[i][j] = applier.SyncTarget(gctx, desired, t)
+				results[i][j] = applier.SyncTarget(gctx, paced[i][j], t)
 				return nil
 			})
 		}
@@ -251,8 +279,25 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 					"%s %s: another writer keeps undoing this pool's metadata; not writing it for %s", res.Kind, res.Name, r.Opts.ContestedWindow)
 			}
 		}
+		r.reportRollout(&pools[i], ck, d.Results[i].Rollout)
 	}
 	return d.Results, d.State, nil
+}
+
+// reportRollout says, with Events, that a paced NoExecute rollout started,
+// took a batch, or ended. Nothing is said in a dry run, which starts none.
+func (r *Reconciler) reportRollout(mp *hivev1.MachinePool, ck string, ro *Rollout) {
+	if r.Opts.DryRun {
+		return
+	}
+	ended := (ro == nil || len(ro.Waiting) == 0) && r.pacer.finished(ck+"/"+mp.Name)
+	if startsRollout(ro) {
+		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, EventNoExecuteStarted, eventAction,
+			"rolling out %s to %d existing Node(s), %s: a NoExecute taint evicts the pods that do not tolerate it", ro.TaintList(), ro.Total, ro.Pacing)
+	}
+	if reason, msg := rolloutEvents(ro, ended); reason != "" {
+		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, reason, eventAction, "%s", msg)
+	}
 }
 
 // readSpoke reads what the planner needs from a spoke.
@@ -373,6 +418,11 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			logger.Info("pool synced", "pool", mp.Name, "patched", c.Patched, "drifted", c.Drifted, "requests", c.Requests, "conflicts", c.Conflicts, "dryRun", r.Opts.DryRun)
 		}
 		r.Metrics.Denied.WithLabelValues(ck, mp.Name).Set(float64(c.Denied))
+		if pr.Phase == "" {
+			r.Metrics.NoExecutePending.WithLabelValues(ck, mp.Name).Set(float64(pendingNodes(pr.Rollout)))
+		} else {
+			r.Metrics.NoExecutePending.DeleteLabelValues(ck, mp.Name)
+		}
 		if c.Transient > 0 {
 			// Denials have their own Event when they happen; objects held after
 			// one are in the status, not repeated on every sync.
@@ -464,9 +514,20 @@ type writtenStatus struct {
 // sameSummary reports whether two statuses say the same, leaving aside their
 // times and the last batch's Patched count.
 func sameSummary(a, b v1alpha1.MachinePoolSyncStatus) bool {
-	a.LastSyncTime, a.LastChangeTime, a.Patched = nil, nil, 0
-	b.LastSyncTime, b.LastChangeTime, b.Patched = nil, nil, 0
-	return a == b
+	ra, rb := a.Rollout, b.Rollout
+	a.LastSyncTime, a.LastChangeTime, a.Patched, a.Rollout = nil, nil, 0, nil
+	b.LastSyncTime, b.LastChangeTime, b.Patched, b.Rollout = nil, nil, 0, nil
+	return a == b && sameRollout(ra, rb)
+}
+
+func sameRollout(a, b *v1alpha1.RolloutStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	ta, tb := a.NextBatchTime, b.NextBatchTime
+	x, y := *a, *b
+	x.NextBatchTime, y.NextBatchTime = nil, nil
+	return x == y && (ta == nil) == (tb == nil) && (ta == nil || ta.Equal(tb))
 }
 
 // reportOrphans marks the pools that name a ClusterDeployment that does not
@@ -502,6 +563,7 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.Metrics.ForgetCluster(ck)
 	r.contested.forget(ck)
 	r.denials.forget(ck)
+	r.pacer.forget(ck)
 	r.mu.Lock()
 	delete(r.lastPools, ck)
 	for k := range r.written {

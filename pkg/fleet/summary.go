@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
@@ -22,6 +25,9 @@ type PoolResult struct {
 	Warnings               []string
 	Results                []nmsync.Result
 	DryRun                 bool
+	// Rollout is set while the pool's NoExecute taints are paced: some
+	// targets wait for them, or a batch started in this sync.
+	Rollout *Rollout
 	// KeepStatus says the result is no news: the spoke's first connection
 	// attempt is in flight, so the pool's MachinePoolSync keeps what it says
 	// (a restarted controller rewrites nothing that is still true).
@@ -107,7 +113,18 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 	}
 	c := Count(pr.Results)
 	st.Total, st.Synced, st.Drifted, st.Patched, st.Skipped, st.Overrides = c.Total, c.Synced, c.Drifted, c.Patched, c.Skipped, c.Overrides
+	ro := pr.Rollout
+	if ro != nil && len(ro.Waiting) > 0 {
+		st.Rollout = rolloutStatus(ro)
+	}
 	switch {
+	case c.Drifted == 0 && st.Rollout != nil:
+		// Not InSync: the pool is not delivered until the last batch.
+		st.Phase, st.Reason = v1alpha1.PhaseRollingOut, ReasonNoExecutePaced
+		st.Message = fmt.Sprintf("%s reaches existing Nodes %s: %d/%d done", ro.TaintList(), ro.Pacing, ro.Done(), ro.Total)
+		if pr.DryRun {
+			st.Message = "dry run: " + st.Message
+		}
 	case c.Drifted == 0:
 		st.Phase = v1alpha1.PhaseInSync
 	default:
@@ -183,6 +200,24 @@ func describeChange(ch nmsync.Change) string {
 		return fmt.Sprintf("%s %s %s", strings.ToLower(string(ch.Op)), kind, ch.Key)
 	}
 }
+
+// rolloutStatus is the status of a paced rollout. The next batch time is
+// kept to the second, as the API server stores it, so that an unchanged
+// rollout compares equal to its stored status.
+func rolloutStatus(ro *Rollout) *v1alpha1.RolloutStatus {
+	rs := &v1alpha1.RolloutStatus{
+		Taints: ro.TaintList(), Progress: fmt.Sprintf("%d/%d", ro.Done(), ro.Total),
+		Done: ro.Done(), Total: ro.Total, Batch: ro.Batch, Interval: ro.Pacing.Interval.String(),
+	}
+	if !ro.NextBatch.IsZero() {
+		t := metav1.NewTime(ro.NextBatch.Truncate(time.Second))
+		rs.NextBatchTime = &t
+	}
+	return rs
+}
+
+// ReasonNoExecutePaced is the reason of a RollingOut pool.
+const ReasonNoExecutePaced = "NoExecutePaced"
 
 // Status reasons of a Drifted pool whose writes did not all succeed.
 const (

@@ -1,0 +1,254 @@
+package fleet
+
+import (
+	"fmt"
+	"strings"
+	gosync "sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+// Rollout is where one pool's paced NoExecute taints stand after a sync.
+type Rollout struct {
+	// Taints are the pool's NoExecute taints.
+	Taints []corev1.Taint
+	Pacing nmsync.Pacing
+	// Total counts the paced targets (Machines with a Node); Batch is the
+	// batch size for that many.
+	Total, Batch int
+	// Waiting are the Machines (and their Nodes) the rollout has not
+	// reached: planned without the paced taints. Started are the Machines a
+	// new batch took in this sync.
+	Waiting, Started []string
+	// NextBatch is when the next batch is due (zero in a dry run and the
+	// drift report, which start none).
+	NextBatch time.Time
+}
+
+// Done counts the paced targets that hold the taints or are being written.
+func (r *Rollout) Done() int { return r.Total - len(r.Waiting) }
+
+// TaintList says the paced taints as key=value:NoExecute.
+func (r *Rollout) TaintList() string {
+	parts := make([]string, len(r.Taints))
+	for i, t := range r.Taints {
+		parts[i] = t.Key + "=" + t.Value + ":" + string(t.Effect)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Gate says which targets of pool i are written in full this sync, given
+// each one's progress (which it may mark Started, for a batch in flight),
+// and when the next batch is due.
+type Gate func(i int, targets []nmsync.Target, progress []nmsync.Progress) (admit []bool, next time.Time)
+
+// noNewBatch is the gate of a dry run and of the drift report: they finish
+// what was started, as the controller would, and start nothing.
+func noNewBatch(_ int, _ []nmsync.Target, progress []nmsync.Progress) ([]bool, time.Time) {
+	return nmsync.Admit(progress, 0), time.Time{}
+}
+
+// Pace decides, for each pool to sync, the Desired each target is planned
+// with: the pool's own, or the pool's with its NoExecute taints deferred
+// where the rollout has not reached the target yet. It sets each paced
+// pool's Rollout. Everything but adding or changing a NoExecute taint is
+// planned at once.
+func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate) [][]nmsync.Desired {
+	out := make([][]nmsync.Desired, len(targets))
+	for i, desired := range d.Desired {
+		if desired == nil {
+			continue
+		}
+		out[i] = make([]nmsync.Desired, len(targets[i]))
+		for j := range out[i] {
+			out[i][j] = *desired
+		}
+		paced := nmsync.PacedTaints(*desired)
+		if len(paced) == 0 {
+			continue
+		}
+		progress := make([]nmsync.Progress, len(targets[i]))
+		ro := &Rollout{Taints: paced, Pacing: d.Pacing[i]}
+		for j, t := range targets[i] {
+			progress[j] = nmsync.ProgressOf(*desired, t)
+			if progress[j] != nmsync.ProgressExempt {
+				ro.Total++
+			}
+		}
+		ro.Batch = ro.Pacing.BatchSize(ro.Total)
+		admit, next := gate(i, targets[i], progress)
+		deferred := desired.Deferring()
+		for j, t := range targets[i] {
+			switch {
+			case !admit[j]:
+				out[i][j] = deferred
+				ro.Waiting = append(ro.Waiting, t.Machine.Name)
+			case progress[j] == nmsync.ProgressPending:
+				ro.Started = append(ro.Started, t.Machine.Name)
+			}
+		}
+		if len(ro.Waiting) > 0 {
+			ro.NextBatch = next
+		}
+		if len(ro.Waiting) > 0 || len(ro.Started) > 0 {
+			d.Results[i].Rollout = ro
+		}
+	}
+	return out
+}
+
+// pacer is the controller's memory of its paced rollouts: when it last
+// started a batch of each pool, and which Machines that batch took. It holds
+// nothing that cannot be lost: progress is read from the spokes, and a
+// controller that starts without this memory (a restart, a new leader) and
+// finds a rollout under way waits one interval before its next batch.
+type pacer struct {
+	mu    gosync.Mutex
+	pools map[string]*paceState // cluster/pool -> state
+}
+
+type paceState struct {
+	taints string    // the paced taints this state is about
+	last   time.Time // the last batch this process started; zero if none
+	seen   time.Time // when this process first saw the rollout under way
+	// inFlight are the Machines of the batches of taints: until they are
+	// Done, they count as Started, so a batch whose writes failed is retried
+	// without starting another.
+	inFlight map[string]bool
+}
+
+func newPacer() *pacer { return &pacer{pools: map[string]*paceState{}} }
+
+// gate is the live Gate of one sync of cluster ck at now.
+func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate {
+	return func(i int, targets []nmsync.Target, progress []nmsync.Progress) ([]bool, time.Time) {
+		key := ck + "/" + pools[i]
+		pacing := d.Pacing[i]
+		if pacing.All {
+			return nmsync.Admit(progress, len(progress)), time.Time{}
+		}
+		taints := fmt.Sprint(nmsync.PacedTaints(*d.Desired[i]))
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		st := p.pools[key]
+		if st != nil && st.taints != taints {
+			// A new or changed spec: the rollout follows it. The interval after
+			// the last batch still holds.
+			st.taints, st.inFlight, st.seen = taints, map[string]bool{}, time.Time{}
+		}
+		pending, underWay := 0, false
+		for j, pr := range progress {
+			if pr == nmsync.ProgressPending && st != nil && st.inFlight[targets[j].Machine.Name] {
+				progress[j] = nmsync.ProgressStarted
+			}
+			pending += btoi(progress[j] == nmsync.ProgressPending)
+			underWay = underWay || progress[j] == nmsync.ProgressDone || progress[j] == nmsync.ProgressStarted
+		}
+		if pending == 0 {
+			return nmsync.Admit(progress, 0), time.Time{}
+		}
+		if st == nil {
+			st = &paceState{taints: taints, inFlight: map[string]bool{}}
+			p.pools[key] = st
+		}
+		due := now
+		switch {
+		case !st.last.IsZero():
+			due = st.last.Add(pacing.Interval)
+		case underWay:
+			// Under way, but not started by this process: it cannot know
+			// when the last batch went, so it waits one whole interval.
+			if st.seen.IsZero() {
+				st.seen = now
+			}
+			due = st.seen.Add(pacing.Interval)
+		}
+		batch := 0
+		if !now.Before(due) {
+			batch = pacing.BatchSize(countPaced(progress))
+		}
+		admit := nmsync.Admit(progress, batch)
+		for j, ok := range admit {
+			if ok && progress[j] == nmsync.ProgressPending {
+				st.inFlight[targets[j].Machine.Name] = true
+				st.last, due = now, now.Add(pacing.Interval)
+			}
+		}
+		return admit, due
+	}
+}
+
+// finished forgets a pool's rollout once nothing waits, and reports whether
+// there was one to forget (for the closing Event).
+func (p *pacer) finished(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.pools[key]
+	delete(p.pools, key)
+	return ok
+}
+
+func (p *pacer) forget(ck string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.pools {
+		if strings.HasPrefix(k, ck+"/") {
+			delete(p.pools, k)
+		}
+	}
+}
+
+func countPaced(progress []nmsync.Progress) int {
+	return len(progress) - countOf(progress, nmsync.ProgressExempt)
+}
+
+func countOf(progress []nmsync.Progress, want nmsync.Progress) int {
+	n := 0
+	for _, p := range progress {
+		if p == want {
+			n++
+		}
+	}
+	return n
+}
+
+// rolloutEvents says what a sync did to a pool's rollout, for Events: the
+// start of a rollout, a batch, or its end.
+func rolloutEvents(ro *Rollout, ended bool) (reason, message string) {
+	switch {
+	case ro != nil && len(ro.Started) > 0:
+		next := "none: this was the last"
+		if len(ro.Waiting) > 0 {
+			next = ro.NextBatch.UTC().Format(time.RFC3339)
+		}
+		return EventNoExecuteBatch, fmt.Sprintf("%s: batch of %d Node(s) of Machines %s; %d/%d done; next batch: %s",
+			ro.TaintList(), len(ro.Started), strings.Join(ro.Started, ", "), ro.Done(), ro.Total, next)
+	case ended:
+		return EventNoExecuteDone, "no Node of the pool waits for a NoExecute taint any more"
+	}
+	return "", ""
+}
+
+// startsRollout reports whether this sync's batch is a rollout's first: no
+// paced target held the taints before it.
+func startsRollout(ro *Rollout) bool {
+	return ro != nil && len(ro.Started) > 0 && ro.Done() == len(ro.Started)
+}
+
+// pendingNodes is the hub_node_metadata_noexecute_pending_nodes value.
+func pendingNodes(ro *Rollout) int {
+	if ro == nil {
+		return 0
+	}
+	return len(ro.Waiting)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,218 @@
+package fleet
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+// rolloutFleet is one pool's targets on a pretend spoke, whose taints a
+// test sets as the writes would.
+type rolloutFleet struct {
+	targets []nmsync.Target
+}
+
+func newRolloutFleet(n int) *rolloutFleet {
+	f := &rolloutFleet{}
+	for i := range n {
+		name := fmt.Sprintf("m%d", i)
+		f.targets = append(f.targets, nmsync.Target{
+			Pool:    "workers",
+			Machine: &machinev1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name}},
+			Node:    &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + name}},
+		})
+	}
+	return f
+}
+
+// write applies the plans of one sync's admitted targets (full Desired).
+func (f *rolloutFleet) write(paced []nmsync.Desired, skip ...string) {
+	for j, t := range f.targets {
+		if paced[j].Deferred != nil || contains(skip, t.Machine.Name) {
+			continue
+		}
+		t.Machine.Spec.Taints = paced[j].Taints
+		t.Node.Spec.Taints = paced[j].Taints
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func rolloutDecision(pacing nmsync.Pacing, taints ...corev1.Taint) *Decision {
+	return &Decision{
+		Results: []PoolResult{{Cluster: "ns/c", Pool: "c-workers", PoolName: "workers"}},
+		Desired: []*nmsync.Desired{{Taints: taints}},
+		Pacing:  []nmsync.Pacing{pacing},
+	}
+}
+
+type round struct {
+	at               time.Duration // after t0
+	started, waiting []string
+	next             time.Duration // after t0; -1 for none
+}
+
+func checkRound(t *testing.T, d *Decision, paced [][]nmsync.Desired, t0 time.Time, want round) {
+	t.Helper()
+	ro := d.Results[0].Rollout
+	got := round{at: want.at, next: -1}
+	if ro != nil {
+		got.started, got.waiting = ro.Started, ro.Waiting
+		if !ro.NextBatch.IsZero() {
+			got.next = ro.NextBatch.Sub(t0)
+		}
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(round{})); diff != "" {
+		t.Errorf("at t0+%s (-want +got):\n%s", want.at, diff)
+	}
+	for j, pd := range paced[0] {
+		if (pd.Deferred != nil) != contains(got.waiting, fmt.Sprintf("m%d", j)) {
+			t.Errorf("at t0+%s: m%d deferred=%v, waiting %v", want.at, j, pd.Deferred != nil, got.waiting)
+		}
+	}
+}
+
+func TestPacedRollout(t *testing.T) {
+	gpu := corev1.Taint{Key: "gpu", Value: "a", Effect: corev1.TaintEffectNoExecute}
+	pacing := nmsync.Pacing{Count: 2, Interval: 10 * time.Second}
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	s := time.Second
+
+	t.Run("batches of 2, 10s apart", func(t *testing.T) {
+		f, p := newRolloutFleet(5), newPacer()
+		for _, want := range []round{
+			{at: 0, started: []string{"m0", "m1"}, waiting: []string{"m2", "m3", "m4"}, next: 10 * s},
+			{at: 5 * s, waiting: []string{"m2", "m3", "m4"}, next: 10 * s},
+			{at: 10 * s, started: []string{"m2", "m3"}, waiting: []string{"m4"}, next: 20 * s},
+			{at: 20 * s, started: []string{"m4"}, next: -1},
+			{at: 25 * s, next: -1},
+		} {
+			d := rolloutDecision(pacing, gpu)
+			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
+			checkRound(t, d, paced, t0, want)
+			f.write(paced[0])
+		}
+		if !p.finished("ns/c/c-workers") {
+			t.Error("finished: the rollout was not remembered")
+		}
+	})
+
+	t.Run("a restarted controller waits one interval", func(t *testing.T) {
+		f := newRolloutFleet(4)
+		d := rolloutDecision(pacing, gpu)
+		f.write(d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0))[0])
+		p := newPacer() // the restart
+		for _, want := range []round{
+			{at: 1 * s, waiting: []string{"m2", "m3"}, next: 11 * s},
+			{at: 11 * s, started: []string{"m2", "m3"}, next: -1},
+		} {
+			d := rolloutDecision(pacing, gpu)
+			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
+			checkRound(t, d, paced, t0, want)
+			f.write(paced[0])
+		}
+	})
+
+	t.Run("a batch whose writes failed is finished before the next starts", func(t *testing.T) {
+		f, p := newRolloutFleet(4), newPacer()
+		for _, want := range []round{
+			{at: 0, started: []string{"m0", "m1"}, waiting: []string{"m2", "m3"}, next: 10 * s},
+			// m1's writes failed: it is retried, and no new batch starts.
+			{at: 10 * s, waiting: []string{"m2", "m3"}, next: 10 * s},
+			{at: 11 * s, started: []string{"m2", "m3"}, next: -1},
+		} {
+			d := rolloutDecision(pacing, gpu)
+			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
+			checkRound(t, d, paced, t0, want)
+			if want.at == 0 {
+				f.write(paced[0], "m1")
+			} else {
+				f.write(paced[0])
+			}
+		}
+	})
+
+	t.Run("a changed value follows the new spec, after the interval", func(t *testing.T) {
+		f, p := newRolloutFleet(3), newPacer()
+		d := rolloutDecision(pacing, gpu)
+		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0))[0])
+		gpuB := gpu
+		gpuB.Value = "b"
+		for _, want := range []round{
+			{at: 2 * s, waiting: []string{"m0", "m1", "m2"}, next: 10 * s},
+			{at: 10 * s, started: []string{"m0", "m1"}, waiting: []string{"m2"}, next: 20 * s},
+		} {
+			d := rolloutDecision(pacing, gpuB)
+			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
+			checkRound(t, d, paced, t0, want)
+			f.write(paced[0])
+		}
+	})
+
+	t.Run("all at once", func(t *testing.T) {
+		f := newRolloutFleet(3)
+		d := rolloutDecision(nmsync.Pacing{All: true}, gpu)
+		paced := d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0))
+		checkRound(t, d, paced, t0, round{started: []string{"m0", "m1", "m2"}, next: -1})
+	})
+
+	t.Run("dry run and drift report start nothing", func(t *testing.T) {
+		f := newRolloutFleet(3)
+		d := rolloutDecision(pacing, gpu)
+		paced := d.Pace([][]nmsync.Target{f.targets}, noNewBatch)
+		checkRound(t, d, paced, t0, round{waiting: []string{"m0", "m1", "m2"}, next: -1})
+	})
+
+	t.Run("no NoExecute taint: nothing paced", func(t *testing.T) {
+		f := newRolloutFleet(3)
+		d := rolloutDecision(pacing, corev1.Taint{Key: "gpu", Value: "a", Effect: corev1.TaintEffectNoSchedule})
+		paced := d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0))
+		checkRound(t, d, paced, t0, round{next: -1})
+	})
+}
+
+// TestRollingOutStatus: a pool whose NoExecute taint waits is RollingOut,
+// never InSync, with its progress and next batch; failures still say Drifted.
+func TestRollingOutStatus(t *testing.T) {
+	next := time.Date(2026, 11, 23, 12, 0, 10, 500, time.UTC)
+	ro := &Rollout{Taints: []corev1.Taint{{Key: "gpu", Value: "a", Effect: corev1.TaintEffectNoExecute}},
+		Pacing: nmsync.Pacing{Count: 2, Interval: 10 * time.Second}, Total: 5, Batch: 2,
+		Waiting: []string{"m2", "m3", "m4"}, NextBatch: next}
+	ok := []nmsync.Result{{Kind: "Machine", Name: "m0", Outcome: nmsync.OutcomeInSync}, {Kind: "Node", Name: "n0", Outcome: nmsync.OutcomeInSync}}
+	st := Status(PoolResult{Cluster: "ns/c", PoolName: "workers", Results: ok, Rollout: ro})
+	nb := metav1.NewTime(next.Truncate(time.Second))
+	want := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "workers", Phase: v1alpha1.PhaseRollingOut, Reason: ReasonNoExecutePaced,
+		Total: 2, Synced: 2,
+		Message: "gpu=a:NoExecute reaches existing Nodes 2 Nodes at a time every 10s: 2/5 done",
+		Rollout: &v1alpha1.RolloutStatus{Taints: "gpu=a:NoExecute", Progress: "2/5", Done: 2, Total: 5, Batch: 2, Interval: "10s", NextBatchTime: &nb}}
+	if diff := cmp.Diff(want, st); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if !sameSummary(st, *st.DeepCopy()) {
+		t.Error("sameSummary: a rollout status differs from its copy")
+	}
+	moved := st.DeepCopy()
+	moved.Rollout.NextBatchTime = &metav1.Time{Time: nb.Add(10 * time.Second)}
+	if sameSummary(st, *moved) {
+		t.Error("sameSummary: a new next batch time is no news")
+	}
+	failed := append(ok, nmsync.Result{Kind: "Machine", Name: "m1", Outcome: nmsync.OutcomeFailed})
+	if st := Status(PoolResult{Results: failed, Rollout: ro}); st.Phase != v1alpha1.PhaseDrifted || st.Rollout == nil {
+		t.Errorf("with a failed write: phase %s, rollout %v; want Drifted with the rollout", st.Phase, st.Rollout)
+	}
+}
