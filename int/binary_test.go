@@ -18,8 +18,8 @@ import (
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 
-	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 // slowFlags make the binary write one object at a time at 5 requests/s per

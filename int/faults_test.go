@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
-	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 // slowOptions write one object at a time at 5 requests/s per spoke, so

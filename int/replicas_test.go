@@ -11,8 +11,8 @@ import (
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 
-	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 var leaseFlags = []string{"--leader-elect", "--leader-elect-namespace", "hub-node-metadata",

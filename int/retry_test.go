@@ -13,8 +13,8 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 // hubPatches counts the hub credential's PATCHes in a spoke's audit log

@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	hub "github.com/openshift/hub-node-metadata/config/hub"
-	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 

@@ -21,8 +21,8 @@ import (
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	hub "github.com/openshift/hub-node-metadata/config/hub"
-	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 const (

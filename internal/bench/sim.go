@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
