@@ -38,6 +38,9 @@ type AuditEvent struct {
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	// RequestObject is the patch sent, for the hub's patches of Nodes and
+	// Machines on a spoke (see auditPolicy); empty otherwise.
+	RequestObject json.RawMessage `json:"requestObject,omitempty"`
 }
 
 // ReadAudit returns every entry of an audit log (Options.Audit).

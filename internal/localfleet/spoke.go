@@ -43,18 +43,29 @@ const (
 )
 
 // auditPolicy records every request of users, at Metadata level, and
-// nothing else. Spokes record the hub's credential.
+// nothing else. Spokes record the hub's credential. Their patches of Nodes
+// and Machines are recorded at Request level, with the patch sent, so that
+// tests can tell which write carried which item.
 func auditPolicy(users []string) string {
 	q := make([]string, len(users))
 	for i, u := range users {
 		q[i] = strconv.Quote(u)
 	}
+	who := `[` + strings.Join(q, ", ") + `]`
 	return `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+- level: Request
+  users: ` + who + `
+  verbs: ["patch"]
+  resources:
+  - group: ""
+    resources: ["nodes"]
+  - group: "machine.openshift.io"
+    resources: ["machines"]
 - level: Metadata
-  users: [` + strings.Join(q, ", ") + `]
+  users: ` + who + `
 - level: None
 `
 }

@@ -118,6 +118,10 @@ type paceState struct {
 	// Done, they count as Started, so a batch whose writes failed is retried
 	// without starting another.
 	inFlight map[string]bool
+	// done: nothing waits. The state is kept for last: a rollout that
+	// follows at once (a new value, a taint added back) still waits the
+	// interval after this one's last batch.
+	done bool
 }
 
 func newPacer() *pacer { return &pacer{pools: map[string]*paceState{}} }
@@ -154,6 +158,7 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 			st = &paceState{taints: taints, inFlight: map[string]bool{}}
 			p.pools[key] = st
 		}
+		st.done = false
 		due := now
 		switch {
 		case !st.last.IsZero():
@@ -181,14 +186,17 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 	}
 }
 
-// finished forgets a pool's rollout once nothing waits, and reports whether
-// there was one to forget (for the closing Event).
+// finished marks a pool's rollout done once nothing waits, and reports
+// whether it was under way until now (for the closing Event).
 func (p *pacer) finished(key string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.pools[key]
-	delete(p.pools, key)
-	return ok
+	st := p.pools[key]
+	if st == nil || st.done {
+		return false
+	}
+	st.done, st.inFlight, st.seen = true, map[string]bool{}, time.Time{}
+	return true
 }
 
 func (p *pacer) forget(ck string) {
@@ -215,21 +223,28 @@ func countOf(progress []nmsync.Progress, want nmsync.Progress) int {
 	return n
 }
 
-// rolloutEvents says what a sync did to a pool's rollout, for Events: the
-// start of a rollout, a batch, or its end.
-func rolloutEvents(ro *Rollout, ended bool) (reason, message string) {
-	switch {
-	case ro != nil && len(ro.Started) > 0:
-		next := "none: this was the last"
+// rolloutEvents says what a sync did to a pool's rollout, as Event reasons
+// and messages: the start of a rollout, a batch, its end.
+func rolloutEvents(ro *Rollout, ended bool) (reasons, messages []string) {
+	if startsRollout(ro) {
+		reasons = append(reasons, EventNoExecuteStarted)
+		messages = append(messages, fmt.Sprintf("rolling out %s to %d existing Node(s), %s: a NoExecute taint evicts the pods that do not tolerate it",
+			ro.TaintList(), ro.Total, ro.Pacing))
+	}
+	if ro != nil && len(ro.Started) > 0 {
+		next := "none, this was the last"
 		if len(ro.Waiting) > 0 {
 			next = ro.NextBatch.UTC().Format(time.RFC3339)
 		}
-		return EventNoExecuteBatch, fmt.Sprintf("%s: batch of %d Node(s) of Machines %s; %d/%d done; next batch: %s",
-			ro.TaintList(), len(ro.Started), strings.Join(ro.Started, ", "), ro.Done(), ro.Total, next)
-	case ended:
-		return EventNoExecuteDone, "no Node of the pool waits for a NoExecute taint any more"
+		reasons = append(reasons, EventNoExecuteBatch)
+		messages = append(messages, fmt.Sprintf("%s: batch of %d Node(s), Machines %s; %d/%d done; next batch: %s",
+			ro.TaintList(), len(ro.Started), strings.Join(ro.Started, ", "), ro.Done(), ro.Total, next))
 	}
-	return "", ""
+	if ended {
+		reasons = append(reasons, EventNoExecuteDone)
+		messages = append(messages, "no Node of the pool waits for a NoExecute taint any more")
+	}
+	return reasons, messages
 }
 
 // startsRollout reports whether this sync's batch is a rollout's first: no

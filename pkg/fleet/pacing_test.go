@@ -107,8 +107,20 @@ func TestPacedRollout(t *testing.T) {
 			checkRound(t, d, paced, t0, want)
 			f.write(paced[0])
 		}
-		if !p.finished("ns/c/c-workers") {
-			t.Error("finished: the rollout was not remembered")
+		if !p.finished("ns/c/c-workers") || p.finished("ns/c/c-workers") {
+			t.Error("finished: want true once, at the end of the rollout")
+		}
+		// A new value right after the last batch waits the interval after it.
+		gpuB := gpu
+		gpuB.Value = "b"
+		for _, want := range []round{
+			{at: 21 * s, waiting: []string{"m0", "m1", "m2", "m3", "m4"}, next: 30 * s},
+			{at: 30 * s, started: []string{"m0", "m1"}, waiting: []string{"m2", "m3", "m4"}, next: 40 * s},
+		} {
+			d := rolloutDecision(pacing, gpuB)
+			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
+			checkRound(t, d, paced, t0, want)
+			f.write(paced[0])
 		}
 	})
 

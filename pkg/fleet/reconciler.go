@@ -291,12 +291,9 @@ func (r *Reconciler) reportRollout(mp *hivev1.MachinePool, ck string, ro *Rollou
 		return
 	}
 	ended := (ro == nil || len(ro.Waiting) == 0) && r.pacer.finished(ck+"/"+mp.Name)
-	if startsRollout(ro) {
-		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, EventNoExecuteStarted, eventAction,
-			"rolling out %s to %d existing Node(s), %s: a NoExecute taint evicts the pods that do not tolerate it", ro.TaintList(), ro.Total, ro.Pacing)
-	}
-	if reason, msg := rolloutEvents(ro, ended); reason != "" {
-		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, reason, eventAction, "%s", msg)
+	reasons, messages := rolloutEvents(ro, ended)
+	for i, reason := range reasons {
+		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, reason, eventAction, "%s", messages[i])
 	}
 }
 
