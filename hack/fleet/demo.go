@@ -22,6 +22,7 @@ import (
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 // runDemo runs the controller on the local fleet, changes pools, shows the
@@ -122,7 +123,12 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 	}
 	fmt.Printf("%s/%s: label restored after %s (other labels and taints untouched)\n", s2.Name, victim, time.Since(start).Round(time.Millisecond))
 
-	step("4. a bad pool: an unknown taint effect and a reserved label key")
+	step("4. a NoExecute taint, paced: 1 Node at a time, 3 s apart (the pool's noexecute-batch and noexecute-interval annotations)")
+	if err := pacedRollout(ctx, hub, f.Spokes()[0]); err != nil {
+		return err
+	}
+
+	step("5. a bad pool: an unknown taint effect and a reserved label key")
 	s3 := f.Spokes()[len(f.Spokes())-1]
 	if _, err := s3.UpdatePool(ctx, "workers", func(spec *hivev1.MachinePoolSpec) {
 		spec.Taints = append(spec.Taints, corev1.Taint{Key: "example.com/batch", Value: "true", Effect: "NoScheduleAtAll"})
@@ -141,12 +147,12 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 	fmt.Printf("%s/workers refused, nothing written to its spoke:\n  %s\n", s3.Name, st.Status.Message)
 	printPools(ctx, hub)
 
-	step("5. the drift report (hub-controller drift), read-only")
+	step("6. the drift report (hub-controller drift), read-only")
 	if err := printDrift(ctx, f); err != nil {
 		fmt.Printf("drift report: %v\n", err)
 	}
 
-	step("6. what the hub sent each spoke (from the spokes' audit logs)")
+	step("7. what the hub sent each spoke (from the spokes' audit logs)")
 	for _, s := range f.Spokes() {
 		fmt.Printf("%-8s %s\n", s.Name, auditSummary(s.AuditLogPath))
 	}
@@ -156,6 +162,61 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }
+
+// pacedRollout adds a NoExecute taint to a pool paced 1 Node every 3 s, with
+// a label in the same change, and prints the rollout as the pool's
+// MachinePoolSync reports it.
+func pacedRollout(ctx context.Context, hub client.Client, s *localfleet.Spoke) error {
+	key := types.NamespacedName{Namespace: s.Name, Name: s.Name + "-workers"}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mp := &hivev1.MachinePool{}
+		if err := hub.Get(ctx, key, mp); err != nil {
+			return err
+		}
+		if mp.Annotations == nil {
+			mp.Annotations = map[string]string{}
+		}
+		mp.Annotations[nmsync.AnnotationNoExecuteBatch] = "1"
+		mp.Annotations[nmsync.AnnotationNoExecuteInterval] = "3s"
+		return hub.Update(ctx, mp)
+	}); err != nil {
+		return err
+	}
+	fmt.Println("   workers: add taint example.com/dedicated=checkout:NoExecute and label example.com/lane=checkout")
+	mp, err := s.UpdatePool(ctx, "workers", func(spec *hivev1.MachinePoolSpec) {
+		spec.Labels["example.com/lane"] = "checkout"
+		spec.Taints = append(spec.Taints, localfleet.Taint("example.com/dedicated", "checkout", corev1.TaintEffectNoExecute))
+	})
+	if err != nil {
+		return err
+	}
+	start, last := time.Now(), ""
+	return waitUntil(ctx, 2*time.Minute, func() bool {
+		st := &v1alpha1.MachinePoolSync{}
+		if hub.Get(ctx, key, st) != nil || st.Status.ObservedGeneration < mp.Generation {
+			return false
+		}
+		nodes, _ := s.Nodes(ctx, "workers")
+		labelled, tainted := 0, 0
+		for _, n := range nodes {
+			if n.Labels["example.com/lane"] == "checkout" {
+				labelled++
+			}
+			if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/dedicated" && t.Value == "checkout" }) {
+				tainted++
+			}
+		}
+		line := fmt.Sprintf("%s: label on %d/%d Nodes, taint on %d/%d", st.Status.Phase, labelled, len(nodes), tainted, len(nodes))
+		if r := st.Status.Rollout; r != nil && r.NextBatchTime != nil {
+			line += fmt.Sprintf("; status.rollout %s, next batch %s", r.Progress, r.NextBatchTime.UTC().Format("15:04:05"))
+		}
+		if line != last {
+			fmt.Printf("  +%-8s %s\n", time.Since(start).Round(time.Millisecond), line)
+			last = line
+		}
+		return st.Status.Phase == v1alpha1.PhaseInSync && tainted == len(nodes) && len(nodes) > 0
+	})
+}
 
 func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
 	deadline := time.Now().Add(timeout)
@@ -243,10 +304,17 @@ func printPools(ctx context.Context, hub client.Client) {
 	})
 	fmt.Println("\n$ kubectl get machinepoolsyncs -A")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAMESPACE\tNAME\tCLUSTER\tPOOL\tPHASE\tSYNCED\tTOTAL\tDRIFTED\tREASON")
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tCLUSTER\tPOOL\tPHASE\tSYNCED\tTOTAL\tDRIFTED\tROLLOUT\tNEXT BATCH\tREASON")
 	for _, s := range list.Items {
 		st := s.Status
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.Namespace, s.Name, st.Cluster, st.Pool, st.Phase, st.Synced, st.Total, st.Drifted, st.Reason)
+		rollout, next := "", ""
+		if r := st.Rollout; r != nil {
+			rollout = r.Progress
+			if r.NextBatchTime != nil {
+				next = r.NextBatchTime.UTC().Format(time.RFC3339)
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Namespace, s.Name, st.Cluster, st.Pool, st.Phase, st.Synced, st.Total, st.Drifted, rollout, next, st.Reason)
 	}
 	_ = w.Flush()
 }

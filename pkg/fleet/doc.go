@@ -26,6 +26,22 @@
 // Applier), at most WritesPerCluster at a time. Then the statuses, Events and
 // metrics.
 //
+// # Paced NoExecute taints
+//
+// Between reading the spoke and writing, Decision.Pace decides which Desired
+// each target is planned with. A pool's new or changed NoExecute taints
+// (pkg/sync's PacedTaints) reach at most one batch of targets at a time
+// (nmsync.Pacing, from the pool's annotations); the other targets are planned
+// with the taints deferred, so everything else of the pool applies to them at
+// once. The Gate of a live controller is the pacer (pacing.go): it starts a
+// batch when the interval after the last one has passed, remembers which
+// Machines the batch took so that a failed write is finished before another
+// batch starts, and, having no memory of a rollout it finds under way (a
+// restart, a new leader), waits one interval first. The dry run and the drift
+// report use a Gate that starts nothing. A paced pool's status is RollingOut
+// until nothing waits, its waiting Nodes are not drifted, and the reconcile is
+// requeued for the next batch.
+//
 // # Status
 //
 // A MachinePoolSync is written only when what it says changes (phase,
@@ -35,7 +51,8 @@
 // left as they are: a restarted controller rewrites nothing that is still
 // true. Refused, WriteDenied, PoolItemsIgnored and ClusterDeploymentMissing
 // Events are emitted when the status changes or a write is denied, not on
-// every resync.
+// every resync; NoExecuteRolloutStarted, NoExecuteBatch and
+// NoExecuteRolloutDone when a paced rollout starts, takes a batch and ends.
 //
 // # Retries
 //

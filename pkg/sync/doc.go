@@ -22,6 +22,22 @@
 // medik8s.io/drain, GPU operators', kubelet's, MCO's, users') stay, and
 // foreign taints keep their place, their TimeAdded and their duplicates.
 //
+// # Paced NoExecute taints
+//
+// A NoExecute taint evicts at once every pod that does not tolerate it, so
+// adding one, or changing its value, is the one write this package lets the
+// caller pace (pace.go). PacingFromAnnotations reads a pool's batch and
+// interval; ProgressOf says, from a target's Machine and Node alone, whether
+// it holds the pool's NoExecute taints (Done), holds them on one side only
+// (Started: an interrupted batch), holds none (Pending), or has no Node yet
+// (Exempt: nothing runs there). Admit chooses the Pending targets of a new
+// batch, and none while a batch is Started. Desired.Deferring holds the taints
+// back on the others: the planner neither adds nor changes them, keeps an
+// observed copy as it is and its ownership as recorded, and plans the rest of
+// the pool as usual. Removals are never deferred. FuzzPacedRollout checks that
+// one round never gives a NoExecute taint to more Pending targets than the
+// batch. When to start a batch is the caller's (it needs a clock).
+//
 // # Ownership bookkeeping
 //
 // Each object records what this package applied to it, in annotations:
