@@ -199,6 +199,12 @@ func (p *pacer) finished(key string) bool {
 	return true
 }
 
+func (p *pacer) forgetPool(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pools, key)
+}
+
 func (p *pacer) forget(ck string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -174,12 +174,11 @@ func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, e
 	if d, ok := r.denials.nextRetry(cluster); ok && d < after {
 		after = d + 100*time.Millisecond
 	}
-	if !batchDue.IsZero() {
-		// A batch held back by an unfinished one is due at once: look again
-		// soon, not in a busy loop.
-		if d := max(time.Until(batchDue), r.Opts.RetryBase) + 50*time.Millisecond; d < after {
-			after = d
-		}
+	if d := time.Until(batchDue); !batchDue.IsZero() && d > 0 && d+50*time.Millisecond < after {
+		// The next batch is due in d: look again then. One already due waits
+		// for an unfinished batch, whose writes, failures and holds requeue
+		// the cluster by themselves, so it needs no timer.
+		after = d + 50*time.Millisecond
 	}
 	return reconcile.Result{RequeueAfter: after}, nil
 }
@@ -436,6 +435,7 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 	for p := range prev {
 		if !seen[p] {
 			r.Metrics.ForgetPool(ck, p)
+			r.pacer.forgetPool(ck + "/" + p)
 		}
 	}
 }
