@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	gosync "sync"
 	"time"
@@ -13,7 +14,8 @@ import (
 
 // Rollout is where one pool's paced NoExecute taints stand after a sync.
 type Rollout struct {
-	// Taints are the pool's NoExecute taints.
+	// Taints are the pool's NoExecute taints that are not yet on every
+	// paced target.
 	Taints []corev1.Taint
 	Pacing nmsync.Pacing
 	// Total counts the paced targets (Machines with a Node); Batch is the
@@ -21,8 +23,9 @@ type Rollout struct {
 	Total, Batch int
 	// Waiting are the Machines (and their Nodes) the rollout has not
 	// reached: planned without the paced taints. Started are the Machines a
-	// new batch took in this sync.
-	Waiting, Started []string
+	// new batch took in this sync; Finishing those of an earlier batch not
+	// yet done on the spoke (a write that failed, or a cache that lags).
+	Waiting, Started, Finishing []string
 	// NextBatch is when the next batch is due (zero in a dry run and the
 	// drift report, which start none).
 	NextBatch time.Time
@@ -71,29 +74,41 @@ func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate) [][]nmsync.Desired
 			continue
 		}
 		progress := make([]nmsync.Progress, len(targets[i]))
-		ro := &Rollout{Taints: paced, Pacing: d.Pacing[i]}
+		ro := &Rollout{Pacing: d.Pacing[i]}
 		for j, t := range targets[i] {
 			progress[j] = nmsync.ProgressOf(*desired, t)
 			if progress[j] != nmsync.ProgressExempt {
 				ro.Total++
 			}
 		}
+		for _, p := range paced {
+			// The taints being rolled out: not yet on every paced target.
+			if slices.ContainsFunc(targets[i], func(t nmsync.Target) bool {
+				return nmsync.ProgressOf(*desired, t) != nmsync.ProgressExempt && !nmsync.HeldBy(t, p)
+			}) {
+				ro.Taints = append(ro.Taints, p)
+			}
+		}
 		ro.Batch = ro.Pacing.BatchSize(ro.Total)
+		read := slices.Clone(progress) // as read from the spoke; the gate marks batches in flight
 		admit, next := gate(i, targets[i], progress)
-		deferred := desired.Deferring()
 		for j, t := range targets[i] {
+			out[i][j] = nmsync.PacedDesired(*desired, t, read[j], admit[j])
 			switch {
 			case !admit[j]:
-				out[i][j] = deferred
 				ro.Waiting = append(ro.Waiting, t.Machine.Name)
 			case progress[j] == nmsync.ProgressPending:
 				ro.Started = append(ro.Started, t.Machine.Name)
+			case progress[j] == nmsync.ProgressStarted:
+				ro.Finishing = append(ro.Finishing, t.Machine.Name)
 			}
 		}
 		if len(ro.Waiting) > 0 {
 			ro.NextBatch = next
 		}
-		if len(ro.Waiting) > 0 || len(ro.Started) > 0 {
+		if len(ro.Waiting) > 0 || len(ro.Started) > 0 || len(ro.Finishing) > 0 {
+			// Until every paced target is Done on the spoke, the rollout is
+			// under way: a pool without one has no Rollout.
 			d.Results[i].Rollout = ro
 		}
 	}

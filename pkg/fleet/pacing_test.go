@@ -159,6 +159,48 @@ func TestPacedRollout(t *testing.T) {
 		}
 	})
 
+	t.Run("a last batch whose write failed is finished at once, and the rollout ends after", func(t *testing.T) {
+		f, p := newRolloutFleet(2), newPacer()
+		key := "ns/c/c-workers"
+		for _, want := range []round{
+			{at: 0, started: []string{"m0", "m1"}, next: -1},
+			// m1's write failed: still in flight, written again at once.
+			{at: 1 * s, next: -1},
+		} {
+			d := rolloutDecision(pacing, gpu)
+			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
+			checkRound(t, d, paced, t0, want)
+			if want.at == 0 {
+				f.write(paced[0], "m1")
+				if ro := d.Results[0].Rollout; ro == nil {
+					t.Fatal("the last batch's sync has no Rollout")
+				}
+				continue
+			}
+			if ro := d.Results[0].Rollout; ro == nil || fmt.Sprint(ro.Finishing) != "[m1]" || paced[0][1].Deferred != nil {
+				t.Fatalf("m1 is not finished in full: rollout %+v, desired %+v", ro, paced[0][1])
+			}
+			f.write(paced[0])
+		}
+		d := rolloutDecision(pacing, gpu)
+		d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(2*s)))
+		if d.Results[0].Rollout != nil || !p.finished(key) {
+			t.Errorf("after every target is Done: rollout %+v, want none and the rollout finished", d.Results[0].Rollout)
+		}
+	})
+
+	t.Run("a second NoExecute taint is paced although the first is everywhere", func(t *testing.T) {
+		f, p := newRolloutFleet(4), newPacer()
+		base := corev1.Taint{Key: "base", Value: "1", Effect: corev1.TaintEffectNoExecute}
+		for _, tg := range f.targets {
+			tg.Machine.Spec.Taints = []corev1.Taint{base}
+			tg.Node.Spec.Taints = []corev1.Taint{base}
+		}
+		d := rolloutDecision(pacing, base, gpu)
+		paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0))
+		checkRound(t, d, paced, t0, round{started: []string{"m0", "m1"}, waiting: []string{"m2", "m3"}, next: 10 * s})
+	})
+
 	t.Run("a changed value follows the new spec, after the interval", func(t *testing.T) {
 		f, p := newRolloutFleet(3), newPacer()
 		d := rolloutDecision(pacing, gpu)

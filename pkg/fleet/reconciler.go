@@ -289,7 +289,9 @@ func (r *Reconciler) reportRollout(mp *hivev1.MachinePool, ck string, ro *Rollou
 	if r.Opts.DryRun {
 		return
 	}
-	ended := (ro == nil || len(ro.Waiting) == 0) && r.pacer.finished(ck+"/"+mp.Name)
+	// Ended only when every paced target is Done on the spoke: a last batch
+	// whose writes failed, or that the cache does not show yet, is not.
+	ended := ro == nil && r.pacer.finished(ck+"/"+mp.Name)
 	reasons, messages := rolloutEvents(ro, ended)
 	for i, reason := range reasons {
 		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, reason, eventAction, "%s", messages[i])

@@ -29,12 +29,13 @@
 // caller pace (pace.go). PacingFromAnnotations reads a pool's batch and
 // interval; ProgressOf says, from a target's Machine and Node alone, whether
 // it holds the pool's NoExecute taints (Done), holds them on one side only
-// (Started: an interrupted batch), holds none (Pending), or has no Node yet
-// (Exempt: nothing runs there). Admit chooses the Pending targets of a new
-// batch, and none while a batch is Started. Desired.Deferring holds the taints
-// back on the others: the planner neither adds nor changes them, keeps an
-// observed copy as it is and its ownership as recorded, and plans the rest of
-// the pool as usual. Removals are never deferred. FuzzPacedRollout checks that
+// (Started: some taint on one side only, an interrupted batch), lacks one on
+// both sides (Pending), or has no Node yet (Exempt: nothing runs there).
+// Admit chooses the Pending targets of a new batch, and none while a batch is
+// Started. PacedDesired holds back, on every target a batch did not take, the
+// paced taints its Machine and Node both lack: the planner neither adds nor
+// changes them, keeps an observed copy as it is and its ownership as
+// recorded, and plans the rest of the pool as usual. Removals are never deferred. FuzzPacedRollout checks that
 // one round never gives a NoExecute taint to more Pending targets than the
 // batch. When to start a batch is the caller's (it needs a clock).
 //

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,11 +122,12 @@ func PacingFromAnnotations(annotations map[string]string) (Pacing, error) {
 // PacedTaints are the taints of d whose arrival is paced: its NoExecute
 // ones. Adding one, or changing its value, evicts pods; removing one, and
 // every other item, is applied at once.
+// Like the planner, it keeps the first of two with the same key.
 func PacedTaints(d Desired) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range d.Taints {
-		if t.Effect == corev1.TaintEffectNoExecute {
-			out = append(out, t)
+		if t.Effect == corev1.TaintEffectNoExecute && !slices.ContainsFunc(out, func(o corev1.Taint) bool { return o.Key == t.Key }) {
+			out = append(out, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 		}
 	}
 	return out
@@ -135,17 +137,19 @@ func PacedTaints(d Desired) []corev1.Taint {
 type Progress int
 
 const (
-	// ProgressExempt: the Machine has no Node yet; nothing runs there to
-	// evict, and its Node will join with the taint, so it is not paced.
+	// ProgressExempt: the Machine has no Node yet (no nodeRef, and not
+	// Running); nothing runs there to evict, and its Node will join with the
+	// taint, so it is not paced.
 	ProgressExempt Progress = iota
 	// ProgressDone: the Machine and its Node hold every paced taint with
 	// the pool's value.
 	ProgressDone
-	// ProgressStarted: one of them holds a paced taint with the pool's
-	// value, the other not yet (a batch interrupted by a failure or a
-	// restart, or a copy by nodelink): it is finished without waiting.
+	// ProgressStarted: for some paced taint, one of them holds it with the
+	// pool's value and the other does not (a batch interrupted by a failure
+	// or a restart, or a copy by nodelink): it is finished without waiting.
 	ProgressStarted
-	// ProgressPending: neither holds any paced taint with the pool's value.
+	// ProgressPending: some paced taint is on neither with the pool's value,
+	// and none is on one side only.
 	ProgressPending
 )
 
@@ -156,52 +160,88 @@ func ProgressOf(d Desired, t Target) Progress {
 	if len(paced) == 0 {
 		return ProgressDone
 	}
-	if t.Node == nil && t.NodeSkip == NodeSkipNoNodeRef {
+	if t.Node == nil && t.NodeSkip == NodeSkipNoNodeRef && !running(t) {
 		return ProgressExempt
 	}
-	mAll, mAny := holds(t.Machine.Spec.Taints, paced)
-	nAll, nAny := true, false
-	if t.Node != nil {
-		nAll, nAny = holds(t.Node.Spec.Taints, paced)
+	done := true
+	for _, p := range paced {
+		onMachine := holds(t.Machine.Spec.Taints, p)
+		onNode := onMachine // a Node this controller does not write is left to nodelink
+		if t.Node != nil {
+			onNode = holds(t.Node.Spec.Taints, p)
+		}
+		if onMachine != onNode {
+			return ProgressStarted
+		}
+		done = done && onMachine
 	}
-	switch {
-	case mAll && nAll:
+	if done {
 		return ProgressDone
-	case mAny || nAny:
-		return ProgressStarted
-	default:
-		return ProgressPending
 	}
+	return ProgressPending
 }
 
-// holds reports whether taints hold all, and any, of paced with their values.
-func holds(taints, paced []corev1.Taint) (all, any bool) {
-	all = true
-	for _, p := range paced {
-		found := false
-		for _, t := range taints {
-			if t.Key == p.Key && t.Effect == p.Effect && t.Value == p.Value {
-				found = true
-				break
-			}
+// running reports whether the Machine says it is Running: its Node exists
+// even if the nodeRef is not set yet.
+func running(t Target) bool {
+	return t.Machine.Status.Phase != nil && *t.Machine.Status.Phase == "Running"
+}
+
+// HeldBy reports whether t's Machine and, if it has one, its Node hold p
+// with its value.
+func HeldBy(t Target, p corev1.Taint) bool {
+	return holds(t.Machine.Spec.Taints, p) && (t.Node == nil || holds(t.Node.Spec.Taints, p))
+}
+
+// holds reports whether taints hold p with its value.
+func holds(taints []corev1.Taint, p corev1.Taint) bool {
+	for _, t := range taints {
+		if t.Key == p.Key && t.Effect == p.Effect && t.Value == p.Value {
+			return true
 		}
-		all = all && found
-		any = any || found
 	}
-	return all, any
+	return false
 }
 
 // Deferring returns d with its paced taints held back: on an object planned
 // with it, a paced taint is neither added nor changed, and nothing about it
 // is removed or newly recorded as owned. Everything else of d applies.
 func (d Desired) Deferring() Desired {
-	paced := PacedTaints(d)
-	if len(paced) == 0 {
+	return d.deferring(PacedTaints(d))
+}
+
+// DeferringFor returns d with the paced taints that neither t's Machine nor
+// its Node holds with the pool's value held back: the ones on one side only
+// are finished, the others wait for a batch that takes t.
+func (d Desired) DeferringFor(t Target) Desired {
+	var neither []corev1.Taint
+	for _, p := range PacedTaints(d) {
+		if !holds(t.Machine.Spec.Taints, p) && (t.Node == nil || !holds(t.Node.Spec.Taints, p)) {
+			neither = append(neither, p)
+		}
+	}
+	return d.deferring(neither)
+}
+
+func (d Desired) deferring(taints []corev1.Taint) Desired {
+	if len(taints) == 0 {
 		return d
 	}
-	d.Deferred = make(map[string]bool, len(paced))
-	for _, t := range paced {
+	d.Deferred = make(map[string]bool, len(taints))
+	for _, t := range taints {
 		d.Deferred[taintID(t)] = true
+	}
+	return d
+}
+
+// PacedDesired is the Desired target t is planned with in one round of a
+// paced rollout, given its Progress and whether a batch took it (Admit, or a
+// batch in flight): a Pending target taken by a batch gets everything; a
+// Pending one not taken, and a Started one, get everything but the paced
+// taints they hold on neither side; Done and Exempt ones get everything.
+func PacedDesired(d Desired, t Target, p Progress, taken bool) Desired {
+	if (p == ProgressPending && !taken) || p == ProgressStarted {
+		return d.DeferringFor(t)
 	}
 	return d
 }

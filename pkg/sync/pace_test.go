@@ -98,6 +98,29 @@ func TestProgressOf(t *testing.T) {
 	if got := ProgressOf(Desired{Taints: []corev1.Taint{taint("b", "", noSchedule)}}, target(nil, nil, true)); got != ProgressDone {
 		t.Errorf("no paced taints: ProgressOf = %d, want Done", got)
 	}
+	running := target(nil, nil, false)
+	phase := "Running"
+	running.Machine.Status.Phase = &phase
+	if got := ProgressOf(d, running); got != ProgressPending {
+		t.Errorf("a Running Machine without nodeRef: ProgressOf = %d, want Pending (its Node exists)", got)
+	}
+	// Two NoExecute taints: one already everywhere does not make the other
+	// one's rollout Started.
+	two := Desired{Taints: []corev1.Taint{paced, taint("second", "1", noExecute)}}
+	second := taint("second", "1", noExecute)
+	for _, tc := range []struct {
+		name string
+		t    Target
+		want Progress
+	}{
+		{"first on both, second on neither", target([]corev1.Taint{paced}, []corev1.Taint{paced}, true), ProgressPending},
+		{"first on both, second on the Machine", target([]corev1.Taint{paced, second}, []corev1.Taint{paced}, true), ProgressStarted},
+		{"both on both", target([]corev1.Taint{paced, second}, []corev1.Taint{second, paced}, true), ProgressDone},
+	} {
+		if got := ProgressOf(two, tc.t); got != tc.want {
+			t.Errorf("two paced taints, %s: ProgressOf = %d, want %d", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestAdmit(t *testing.T) {
@@ -154,23 +177,25 @@ func TestDeferringPlans(t *testing.T) {
 	}
 }
 
-// FuzzPacedRollout: planned as Admit says, a round never adds or changes a
-// NoExecute taint on more Pending targets than the batch, never touches one
-// on a target it did not admit, and leaves every other declared item as the
-// unpaced planner would.
+// FuzzPacedRollout: planned with PacedDesired as Admit says, a round gives a
+// NoExecute taint that neither a target's Machine nor its Node held (a new
+// eviction) only to targets of the new batch, never to more than the batch,
+// and leaves every other taint as the unpaced planner would.
 func FuzzPacedRollout(f *testing.F) {
-	f.Add([]byte{2, 5}, []byte{1, 7, 2, 16}, uint8(2))
-	f.Add([]byte{0, 6, 1, 7}, []byte{0, 6, 3, 7, 5, 0, 9, 16, 4}, uint8(1))
+	f.Add([]byte{2, 5}, []byte{1, 7, 2, 16, 1, 7, 2, 16}, uint8(2))
+	f.Add([]byte{0, 6, 1, 7}, []byte{0, 6, 3, 7, 5, 0, 9, 16, 4, 6, 6, 6}, uint8(1))
+	// Two NoExecute taints, the first already on every object.
+	f.Add([]byte{0, 6, 1, 7}, []byte{6, 6, 0, 0, 6, 6, 0, 0, 6, 6, 0, 0}, uint8(1))
 	f.Add([]byte{0, 0}, []byte{}, uint8(0))
 	f.Fuzz(func(t *testing.T, declared, spoke []byte, batch uint8) {
 		_, dt := fuzzItems(declared, 1)
 		d := Desired{Taints: dt}
-		// Each pair of spoke bytes is one target: a Machine and a Node with
-		// up to one taint each, from the same alphabets.
+		// Each four spoke bytes are one target: a Machine and a Node with up
+		// to two taints each, from the same alphabets.
 		var targets []Target
-		for i := 0; i+1 < len(spoke) && len(targets) < 16; i += 2 {
-			_, mt := fuzzItems([]byte{0, spoke[i]}, 1)
-			_, nt := fuzzItems([]byte{0, spoke[i+1]}, 1)
+		for i := 0; i+3 < len(spoke) && len(targets) < 16; i += 4 {
+			_, mt := fuzzItems([]byte{0, spoke[i], 4, spoke[i+2]}, 1)
+			_, nt := fuzzItems([]byte{0, spoke[i+1], 4, spoke[i+3]}, 1)
 			tg := Target{Machine: newMachine("m", machineTaints(mt...))}
 			if spoke[i]%7 == 0 {
 				tg.NodeSkip = NodeSkipNoNodeRef
@@ -186,27 +211,34 @@ func FuzzPacedRollout(f *testing.F) {
 		admit := Admit(progress, int(batch%5))
 		newlyTainted := 0
 		for i, tg := range targets {
-			di := d
-			if !admit[i] {
-				di = d.Deferring()
-			}
+			di := PacedDesired(d, tg, progress[i], admit[i])
 			plans := []Plan{PlanMachine(di, tg.Machine)}
 			if tg.Node != nil {
 				plans = append(plans, PlanNode(di, tg.Node))
 			}
-			touches := false
+			// A new eviction: the round gives a paced taint to a target on
+			// which neither the Machine nor the Node held it.
+			evicts := false
 			for _, p := range plans {
 				for _, ch := range p.Changes {
-					if ch.Kind == KindTaint && strings.HasSuffix(ch.Key, ":"+string(noExecute)) &&
-						(ch.Op == OpAdd || ch.Op == OpUpdate || ch.Op == OpOverride) {
-						touches = true
+					if ch.Kind != KindTaint || !strings.HasSuffix(ch.Key, ":"+string(noExecute)) ||
+						(ch.Op != OpAdd && ch.Op != OpUpdate && ch.Op != OpOverride) {
+						continue
+					}
+					for _, pt := range PacedTaints(d) {
+						if taintID(pt) == ch.Key && !holds(tg.Machine.Spec.Taints, pt) && (tg.Node == nil || !holds(tg.Node.Spec.Taints, pt)) {
+							evicts = true
+						}
 					}
 				}
 			}
-			if touches && !admit[i] {
-				t.Errorf("target %d (%d) not admitted, but its plan adds or changes a NoExecute taint", i, progress[i])
+			if evicts && progress[i] == ProgressExempt {
+				continue // no Node yet: nothing to evict
 			}
-			if touches && progress[i] == ProgressPending {
+			if evicts && !(admit[i] && progress[i] == ProgressPending) {
+				t.Errorf("target %d (%d) is in no new batch, but its plan gives it a NoExecute taint neither its Machine nor its Node held", i, progress[i])
+			}
+			if evicts {
 				newlyTainted++
 			}
 			// The rest of the pool is not held back: with the paced taints

@@ -172,8 +172,8 @@ func planTaints(observed, declared []corev1.Taint, owned, deferred map[string]bo
 		id := taintID(t)
 		w, isDeclared := want[id]
 		switch {
-		case isDeclared && deferred[id] && !seen[id]:
-			seen[id] = true
+		case isDeclared && deferred[id]:
+			seen[id] = true // every observed copy is kept as it is
 		case isDeclared && seen[id]:
 			p.changes = append(p.changes, Change{Kind: KindTaint, Op: OpDedupe, Key: id, From: t.Value})
 			p.changed = true
