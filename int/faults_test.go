@@ -210,20 +210,21 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 	waitFor(t, "Contested Event on the MachinePool", 10*time.Second, func() bool {
 		return hasEvent(ctx, f.Hub.Client, s.Name, s.Name+"-infra", fleet.EventContested)
 	})
-	// The other Nodes still follow pool changes.
+	// While held, the pool says Contested and counts the held objects as
+	// not delivered, never InSync.
+	waitFor(t, "status Contested naming the Node", 10*time.Second, func() bool {
+		st, err := poolSync(ctx, f.Hub.Client, s, "infra")
+		return err == nil && st.Status.Phase == v1alpha1.PhaseContested && st.Status.Drifted >= 1 && strings.Contains(st.Status.Message, victim)
+	})
+	// A pool change is written everywhere, the held Node too: the hold was
+	// about the pool as it was.
 	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/still"] = "works" }); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "other Nodes converge", 30*time.Second, func() bool {
-		all, _ := s.Nodes(ctx, "infra")
-		done := 0
-		for _, n := range all {
-			if n.Name != victim && n.Labels["example.com/still"] == "works" {
-				done++
-			}
-		}
-		return done == len(all)-1
+	waitFor(t, "every Node converges", 30*time.Second, func() bool {
+		return nodesHold(ctx, s, "infra", hasLabel("example.com/still", "works"))
 	})
+	waitInSync(t, ctx, f, s, 10*time.Second)
 }
 
 func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {

@@ -30,6 +30,7 @@ const (
 	PhasePaused      = "Paused"      // the pool or its cluster is paused by annotation
 	PhaseUnreachable = "Unreachable" // the spoke is not connected or not eligible
 	PhaseRollingOut  = "RollingOut"  // a NoExecute taint is reaching the pool's Nodes a batch at a time
+	PhaseContested   = "Contested"   // objects are left alone for a while: another writer kept undoing the pool on them
 )
 
 // MachinePoolSyncStatus summarises the last sync of one MachinePool.
@@ -38,7 +39,7 @@ type MachinePoolSyncStatus struct {
 	Cluster string `json:"cluster,omitempty"`
 	// Pool is the MachinePool's spec.name (its name on the spoke).
 	Pool string `json:"pool,omitempty"`
-	// Phase is one of InSync, Drifted, RollingOut, Refused, Paused, Unreachable.
+	// Phase is one of InSync, Drifted, RollingOut, Contested, Refused, Paused, Unreachable.
 	Phase string `json:"phase,omitempty"`
 	// ObservedGeneration is the MachinePool generation this status is for.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

@@ -39,7 +39,7 @@ func newContestTracker(threshold int, window time.Duration) *contestTracker {
 func objectKey(kind, name string) string { return kind + "|" + name }
 
 // isHeld reports whether t's Machine or Node is held now.
-func (c *contestTracker) isHeld(cluster string, t nmsync.Target) bool {
+func (c *contestTracker) isHeld(cluster, desired string, t nmsync.Target) bool {
 	if c.threshold <= 0 {
 		return false
 	}
@@ -55,8 +55,8 @@ func (c *contestTracker) isHeld(cluster string, t nmsync.Target) bool {
 		if rec == nil || rec.until.IsZero() {
 			continue
 		}
-		if now.Before(rec.until) {
-			return true
+		if now.Before(rec.until) && rec.desired == desired {
+			return true // a changed pool is written at once: the hold was about the old one
 		}
 		delete(c.records[cluster], k) // released: start counting afresh
 	}
@@ -117,6 +117,22 @@ func (c *contestTracker) setGauge(m *Metrics, cluster, pool string) {
 	}
 	c.mu.Unlock()
 	m.Contested.WithLabelValues(cluster, pool).Set(float64(n))
+}
+
+// nextRelease is how long until the first hold of a cluster ends.
+func (c *contestTracker) nextRelease(cluster string) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first time.Time
+	for _, rec := range c.records[cluster] {
+		if !rec.until.IsZero() && (first.IsZero() || rec.until.Before(first)) {
+			first = rec.until
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return max(first.Sub(c.now()), 0), true
 }
 
 // forget drops a cluster's records.

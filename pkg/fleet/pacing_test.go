@@ -270,3 +270,20 @@ func TestRollingOutStatus(t *testing.T) {
 		t.Errorf("with a failed write: phase %s, rollout %v; want Drifted with the rollout", st.Phase, st.Rollout)
 	}
 }
+
+// TestContestedStatus: held objects count as not delivered, and the phase
+// says Contested with the objects named, never InSync.
+func TestContestedStatus(t *testing.T) {
+	target := nmsync.Target{Machine: &machinev1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1"}}, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
+	results := append([]nmsync.Result{{Kind: "Machine", Name: "m0", Outcome: nmsync.OutcomeInSync}}, contestedResults(target)...)
+	st := Status(PoolResult{Cluster: "ns/c", PoolName: "workers", Results: results})
+	want := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "workers", Phase: v1alpha1.PhaseContested, Reason: ReasonContested,
+		Total: 3, Synced: 1, Drifted: 2,
+		Message: "2 object(s) not written for a while: another writer kept undoing this pool's metadata on them: Machine m1, Node n1"}
+	if diff := cmp.Diff(want, st); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if c := Count(results); c.DriftedByKind["Node"] != 1 || c.DriftedByKind["Machine"] != 1 {
+		t.Errorf("drifted by kind %v: the metric must count held objects", c.DriftedByKind)
+	}
+}

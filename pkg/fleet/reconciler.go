@@ -174,6 +174,9 @@ func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, e
 	if d, ok := r.denials.nextRetry(cluster); ok && d < after {
 		after = d + 100*time.Millisecond
 	}
+	if d, ok := r.contested.nextRelease(cluster); ok && d+100*time.Millisecond < after {
+		after = d + 100*time.Millisecond
+	}
 	if d := time.Until(batchDue); !batchDue.IsZero() && d > 0 && d+50*time.Millisecond < after {
 		// The next batch is due in d: look again then. One already due waits
 		// for an unfinished batch, whose writes, failures and holds requeue
@@ -250,8 +253,8 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
 			Hold: r.denials.hold(ck, fingerprint(*d.Desired[i]))}
 		for j, t := range targets[i] {
-			if r.contested.isHeld(ck, t) {
-				results[i][j] = []nmsync.Result{{Kind: nmsync.ResultKindMachine, Name: t.Machine.Name, Outcome: nmsync.OutcomeSkipped, Reason: "Contested"}}
+			if r.contested.isHeld(ck, fingerprint(*d.Desired[i]), t) {
+				results[i][j] = contestedResults(t)
 				continue
 			}
 			g.Go(func() error {
@@ -296,6 +299,16 @@ func (r *Reconciler) reportRollout(mp *hivev1.MachinePool, ck string, ro *Rollou
 	for i, reason := range reasons {
 		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, reason, eventAction, "%s", messages[i])
 	}
+}
+
+// contestedResults reports a target held after a contest: its Machine and
+// Node are not written, and count as not delivered.
+func contestedResults(t nmsync.Target) []nmsync.Result {
+	out := []nmsync.Result{{Kind: nmsync.ResultKindMachine, Name: t.Machine.Name, Outcome: nmsync.OutcomeSkipped, Reason: ReasonContested}}
+	if t.Node != nil {
+		out = append(out, nmsync.Result{Kind: nmsync.ResultKindNode, Name: t.Node.Name, Outcome: nmsync.OutcomeSkipped, Reason: ReasonContested})
+	}
+	return out
 }
 
 // readSpoke reads what the planner needs from a spoke.

@@ -40,6 +40,9 @@ type Counts struct {
 	// Denied counts the Failed objects the spoke refused (or that are held
 	// after a refusal); Transient the other Failed and Conflict ones.
 	Denied, Transient int
+	// Contested counts the objects held after another writer kept undoing
+	// the pool's metadata on them: not written, so not delivered (drifted).
+	Contested int
 	// DriftedByKind counts drifted objects by "Machine" and "Node".
 	DriftedByKind map[string]int
 	// PatchesByResult counts results by kind and outcome.
@@ -48,9 +51,9 @@ type Counts struct {
 
 // Count tallies a pool's results. An object is Synced when it needed
 // nothing or was patched; Drifted when it still differs (dry run, conflict,
-// failure); Skipped results (Nodes without a link, or held back because their
-// Machine failed) are neither synced nor counted in Total, except a Node held
-// back by its Machine's failure, which counts as drifted.
+// failure); Skipped results (Nodes without a link) are neither synced nor
+// counted in Total, except a Node held back by its Machine's failure and the
+// objects held after a contest, which count as drifted.
 func Count(results []nmsync.Result) Counts {
 	c := Counts{DriftedByKind: map[string]int{}, PatchesByResult: map[[2]string]int{}}
 	for _, r := range results {
@@ -85,7 +88,12 @@ func Count(results []nmsync.Result) Counts {
 				c.Transient++
 			}
 		case nmsync.OutcomeSkipped:
-			if r.Reason == nmsync.ReasonMachineNotSynced {
+			if r.Reason == ReasonContested {
+				c.Total++
+				c.Drifted++
+				c.Contested++
+				c.DriftedByKind[r.Kind]++
+			} else if r.Reason == nmsync.ReasonMachineNotSynced {
 				c.Total++
 				c.Drifted++
 				c.DriftedByKind[r.Kind]++
@@ -118,6 +126,11 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 		st.Rollout = rolloutStatus(ro)
 	}
 	switch {
+	case c.Contested > 0 && c.Failed == 0 && !pr.DryRun:
+		// Held, not failed: say so, and which objects, rather than InSync.
+		st.Phase, st.Reason = v1alpha1.PhaseContested, ReasonContested
+		st.Message = truncate(fmt.Sprintf("%d object(s) not written for a while: another writer kept undoing this pool's metadata on them: %s",
+			c.Contested, strings.Join(contestedNames(pr.Results), ", ")), 1024)
 	case c.Drifted == 0 && st.Rollout != nil:
 		// Not InSync: the pool is not delivered until the last batch.
 		st.Phase, st.Reason = v1alpha1.PhaseRollingOut, ReasonNoExecutePaced
@@ -218,6 +231,20 @@ func rolloutStatus(ro *Rollout) *v1alpha1.RolloutStatus {
 
 // ReasonNoExecutePaced is the reason of a RollingOut pool.
 const ReasonNoExecutePaced = "NoExecutePaced"
+
+// ReasonContested is the reason of a Contested pool, and of the results of
+// the objects held.
+const ReasonContested = "Contested"
+
+func contestedNames(results []nmsync.Result) []string {
+	var out []string
+	for _, r := range results {
+		if r.Outcome == nmsync.OutcomeSkipped && r.Reason == ReasonContested {
+			out = append(out, r.Kind+" "+r.Name)
+		}
+	}
+	return out
+}
 
 // Status reasons of a Drifted pool whose writes did not all succeed.
 const (

@@ -138,10 +138,16 @@ func TestContestTracker(t *testing.T) {
 	if !c.record("ns/c", "p", "v1", patched) {
 		t.Fatal("not held after 3 patches within the window")
 	}
-	if !c.isHeld("ns/c", target) {
+	if !c.isHeld("ns/c", "v1", target) {
 		t.Fatal("target not held")
 	}
-	if c.isHeld("ns/other", target) {
+	if d, ok := c.nextRelease("ns/c"); !ok || d != time.Minute {
+		t.Errorf("nextRelease = %s %v, want the window (1m)", d, ok)
+	}
+	if c.isHeld("ns/c", "v2", target) {
+		t.Fatal("held although the pool changed since: the new spec must be written")
+	}
+	if c.isHeld("ns/other", "v1", target) {
 		t.Fatal("another cluster's object held")
 	}
 	// A new pool spec starts the count again.
@@ -149,7 +155,7 @@ func TestContestTracker(t *testing.T) {
 		t.Fatal("held on the first patch of a new object")
 	}
 	now = now.Add(2 * time.Minute)
-	if c.isHeld("ns/c", target) {
+	if c.isHeld("ns/c", "v1", target) {
 		t.Fatal("still held after the window")
 	}
 	if c.record("ns/c", "p", "v1", patched) {
