@@ -52,6 +52,7 @@ func (c *RunConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RetryBase, "retry-base", DefaultRetryBase, "first retry of a cluster whose writes failed transiently (timeouts, 5xx, 429); doubles per failed retry")
 	fs.DurationVar(&o.RetryCap, "retry-cap", DefaultRetryCap, "longest wait between retries of a cluster whose writes keep failing transiently")
 	fs.DurationVar(&o.DeniedRetry, "denied-retry", DefaultDeniedRetry, "how long a Machine or Node whose patch was denied (admission webhook, 400/403/422) is left alone before it is tried again")
+	fs.DurationVar(&o.NodeSettle, "node-settle", DefaultNodeSettle, "how long a Node changed back right after a write (nodelink copying from a Machine it has not seen updated) is left for nodelink to catch up before it is written again")
 	c.BindHubFlags(fs)
 	BindRemoteFlags(fs, &o.Remote)
 }

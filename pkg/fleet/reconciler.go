@@ -80,6 +80,7 @@ type Reconciler struct {
 	contested *contestTracker
 	denials   *denialTracker
 	pacer     *pacer
+	nodes     *nodeMemory
 	mu        gosync.Mutex
 	lastPools map[string]map[string]bool // cluster -> pool names with series
 	lastConn  map[string]remote.Reason   // cluster -> last connection reason seen
@@ -97,6 +98,9 @@ func (r *Reconciler) init() {
 	}
 	if r.pacer == nil {
 		r.pacer = newPacer()
+	}
+	if r.nodes == nil {
+		r.nodes = newNodeMemory(r.Opts.NodeSettle)
 	}
 	if r.lastPools == nil {
 		r.lastPools = map[string]map[string]bool{}
@@ -154,12 +158,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 //   - Otherwise the safety-net resync: watches and connect events bring the
 //     cluster back sooner.
 func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, error) {
-	transient, progress := 0, false
+	transient, progress, settling := 0, false, false
 	var batchDue time.Time
 	for _, pr := range res {
 		c := Count(pr.Results)
 		transient += c.Transient
 		progress = progress || c.Patched > 0
+		settling = settling || c.Settling > 0
 		if ro := pr.Rollout; ro != nil && !ro.NextBatch.IsZero() && (batchDue.IsZero() || ro.NextBatch.Before(batchDue)) {
 			batchDue = ro.NextBatch
 		}
@@ -176,6 +181,11 @@ func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, e
 	}
 	if d, ok := r.contested.nextRelease(cluster); ok && d+100*time.Millisecond < after {
 		after = d + 100*time.Millisecond
+	}
+	if settling && r.Opts.NodeSettle+50*time.Millisecond < after {
+		// Nodes changed back right after a write: look again once nodelink
+		// has had the time to catch up.
+		after = r.Opts.NodeSettle + 50*time.Millisecond
 	}
 	if d := time.Until(batchDue); !batchDue.IsZero() && d > 0 && d+50*time.Millisecond < after {
 		// The next batch is due in d: look again then. One already due waits
@@ -251,14 +261,18 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		}
 		results[i] = make([][]nmsync.Result, len(targets[i]))
 		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
-			Hold: r.denials.hold(ck, fingerprint(*d.Desired[i]))}
+			Hold: r.denials.hold(ck, fingerprint(*d.Desired[i])), Settle: r.nodes.holdBack(ck)}
 		for j, t := range targets[i] {
 			if r.contested.isHeld(ck, fingerprint(*d.Desired[i]), t) {
 				results[i][j] = contestedResults(t)
 				continue
 			}
+			desired := paced[i][j]
+			if t.Node != nil {
+				desired.Reclaim = r.nodes.reclaim(ck, t.Node.Name)
+			}
 			g.Go(func() error {
-				results[i][j] = applier.SyncTarget(gctx, paced[i][j], t)
+				results[i][j] = applier.SyncTarget(gctx, desired, t)
 				return nil
 			})
 		}
@@ -272,6 +286,7 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		}
 		fp := fingerprint(*d.Desired[i])
 		for _, res := range d.Results[i].Results {
+			r.nodes.record(ck, res)
 			if r.denials.record(ck, pools[i].Name, fp, res) {
 				r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventDenied, eventAction,
 					"%s %s: the spoke denied the patch; retrying in %s: %v", res.Kind, res.Name, r.Opts.DeniedRetry, res.Err)
@@ -576,6 +591,7 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.contested.forget(ck)
 	r.denials.forget(ck)
 	r.pacer.forget(ck)
+	r.nodes.forget(ck)
 	r.mu.Lock()
 	delete(r.lastPools, ck)
 	for k := range r.written {

@@ -49,6 +49,10 @@ const (
 	// DefaultDeniedRetry is how long an object whose patch was denied (an
 	// admission webhook, a 422) is held before it is tried again.
 	DefaultDeniedRetry = 5 * time.Minute
+	// DefaultNodeSettle is how long a Node that was changed back right after
+	// a write (nodelink copying from a Machine it has not seen updated) is
+	// left for nodelink to catch up before it is written again.
+	DefaultNodeSettle = 2 * time.Second
 )
 
 // Options tune the fleet controller. Zero values take the defaults.
@@ -78,6 +82,10 @@ type Options struct {
 	RetryBase, RetryCap time.Duration
 	// DeniedRetry is how long a denied object is held (default 5m).
 	DeniedRetry time.Duration
+	// NodeSettle is how long a Node changed back right after a write is
+	// left for nodelink to catch up (default 2s). Negative turns off both
+	// this and the reclaim of removed items nodelink copies back.
+	NodeSettle time.Duration
 	// Remote configures the spoke connections.
 	Remote remote.Options
 }
@@ -110,6 +118,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.RetryCap < o.RetryBase {
 		o.RetryCap = max(DefaultRetryCap, o.RetryBase)
+	}
+	if o.NodeSettle == 0 {
+		o.NodeSettle = DefaultNodeSettle
 	}
 	if o.DeniedRetry <= 0 {
 		o.DeniedRetry = DefaultDeniedRetry

@@ -43,6 +43,9 @@ type Counts struct {
 	// Contested counts the objects held after another writer kept undoing
 	// the pool's metadata on them: not written, so not delivered (drifted).
 	Contested int
+	// Settling counts the Nodes changed back right after a write, left for
+	// nodelink to catch up (drifted for a moment).
+	Settling int
 	// DriftedByKind counts drifted objects by "Machine" and "Node".
 	DriftedByKind map[string]int
 	// PatchesByResult counts results by kind and outcome.
@@ -88,7 +91,12 @@ func Count(results []nmsync.Result) Counts {
 				c.Transient++
 			}
 		case nmsync.OutcomeSkipped:
-			if r.Reason == ReasonContested {
+			if r.Reason == nmsync.ReasonSettling {
+				c.Total++
+				c.Drifted++
+				c.Settling++
+				c.DriftedByKind[r.Kind]++
+			} else if r.Reason == ReasonContested {
 				c.Total++
 				c.Drifted++
 				c.Contested++
@@ -149,6 +157,9 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 			// Named apart: retrying cannot fix it, someone must look.
 			st.Reason = ReasonWriteDenied
 			st.Message = truncate(fmt.Sprintf("%d object(s) denied by the spoke, retried on a slow cadence; %s", c.Denied, firstDenial(pr.Results)), 1024)
+		case c.Failed == 0 && c.Settling > 0:
+			st.Reason = nmsync.ReasonSettling
+			st.Message = fmt.Sprintf("%d Node(s) changed back right after a write, as nodelink does from a Machine it has not seen updated; written again once it has caught up", c.Settling)
 		default:
 			st.Reason = ReasonWriteFailed
 			st.Message = truncate(firstError(pr.Results), 1024)

@@ -43,6 +43,10 @@ const (
 	// write did not succeed; nodelink would copy back from the Machine what
 	// was removed from the Node.
 	ReasonMachineNotSynced = "MachineNotSynced"
+	// ReasonSettling: the Node was not written because Applier.Settle held
+	// it back: it was changed back right after this controller wrote it, and
+	// the writer (nodelink) is given time to catch up first.
+	ReasonSettling = "Settling"
 	// ReasonDenied, on a Failed result: the spoke refused the patch in a way
 	// that retrying the same patch cannot fix (400, 403 or 422, as admission
 	// webhooks and validation answer), or the object is held after such a
@@ -101,6 +105,10 @@ type Applier struct {
 	// earlier denial), so a denied object is retried on the caller's cadence,
 	// not on every sync.
 	Hold func(kind, name string) error
+	// Settle, if set, is asked before an object that has drifted is patched,
+	// with the plan's changes. True holds the write back: the Result is
+	// Skipped with ReasonSettling, and the caller looks again later.
+	Settle func(kind, name string, changes []Change) bool
 }
 
 // SyncTarget brings t's Machine, then t's Node, in line with d. The Node is
@@ -151,6 +159,10 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 		}
 		if a.DryRun {
 			r.Outcome = OutcomeWouldPatch
+			return r
+		}
+		if a.Settle != nil && a.Settle(kind, r.Name, p.Changes) {
+			r.Outcome, r.Reason = OutcomeSkipped, ReasonSettling
 			return r
 		}
 		if a.Hold != nil {

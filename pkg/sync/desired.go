@@ -46,6 +46,18 @@ type Desired struct {
 	// Deferring). A deferred taint is neither added nor changed, an observed
 	// copy is kept as it is, and ownership of it is left as recorded.
 	Deferred map[string]bool
+	// Reclaim, on a Node, names items this controller removed from it a
+	// moment ago, with the value removed. One that is back with that value,
+	// and is neither declared nor owned, is removed again (OpReclaim): it is
+	// nodelink's copy from a Machine it had not yet seen without it. Unused on
+	// Machines, which nodelink does not write.
+	Reclaim Reclaim
+}
+
+// Reclaim is what Desired.Reclaim names: label key -> value, and taint
+// key:Effect -> value.
+type Reclaim struct {
+	Labels, Taints map[string]string
 }
 
 // Problem is one invalid item of a MachinePool spec.

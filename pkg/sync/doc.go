@@ -39,6 +39,30 @@
 // one round never gives a NoExecute taint to more Pending targets than the
 // batch. When to start a batch is the caller's (it needs a clock).
 //
+// # Living beside nodelink
+//
+// machine-api's nodelink controller copies each Machine's
+// spec.metadata.labels onto its Node (overwriting values) and its
+// spec.taints (adding a key+effect the Node lacks), from its own cache. The
+// Machine is written before its Node so that nodelink never copies back an
+// old item. But nodelink may act on a Machine it has not seen updated yet,
+// and write back onto the Node what was just removed or replaced there.
+// Three ways were weighed: removing from the Node only once nodelink must
+// have seen the Machine (slower removals, and a wait that no lag bound makes
+// safe), tombstones in the Node's annotations (a write per removal just for
+// bookkeeping), and the Node's managedFields (nodelink's copies of the
+// controller's own items are also its writes). The choice: Desired.Reclaim.
+// The caller (pkg/fleet) remembers, per Node, the items it removed and the
+// values it replaced, for two minutes. An item that comes back with the very
+// value removed, neither declared nor owned, is removed again (OpReclaim);
+// a value set back to the one replaced is an ordinary Update. Either is
+// written only once NodeSettle (2 s) has passed since the Node's last write
+// (Applier.Settle), so nodelink has caught up, usually fixes a label itself,
+// and the two never fight: a change costs at most one extra write. Limits:
+// the memory is in-process, so a copy-back that races a restart stays, as
+// foreign; and someone who sets, within two minutes, the very key=value the
+// controller just removed sees it removed again.
+//
 // # Ownership bookkeeping
 //
 // Each object records what this package applied to it, in annotations:

@@ -273,3 +273,34 @@ func withoutNoExecute(ts []corev1.Taint) []corev1.Taint {
 	}
 	return out
 }
+
+// TestReclaim: an item removed a moment ago that is back with the removed
+// value is removed again; with another value, or declared, or owned, it is
+// not the reclaim's.
+func TestReclaim(t *testing.T) {
+	d := Desired{Labels: pairs("kept", "1"), Reclaim: Reclaim{
+		Labels: map[string]string{"gone": "v1", "other": "v1", "kept": "1"},
+		Taints: map[string]string{"gone:NoSchedule": "v1", "other:NoSchedule": "v1"},
+	}}
+	n := newNode("n", nodeLabels("kept", "1", "gone", "v1", "other", "v2"),
+		nodeTaints(taint("gone", "v1", noSchedule), taint("other", "v2", noSchedule)),
+		nodeAnnotations(AnnotationOwnedLabels, "kept"))
+	p := PlanNode(d, n)
+	after := applyPatch(t, n, p.Patch)
+	if diff := cmp.Diff(pairs("kept", "1", "other", "v2"), after.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.Taint{taint("other", "v2", noSchedule)}, after.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	var ops []string
+	for _, c := range p.Changes {
+		ops = append(ops, string(c.Op)+" "+c.Key)
+	}
+	if diff := cmp.Diff([]string{"Reclaim gone", "Reclaim gone:NoSchedule"}, ops); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	if again := PlanNode(d, after); !again.InSync() {
+		t.Errorf("not in sync after the reclaim: %s", again.Patch)
+	}
+}

@@ -40,6 +40,10 @@ const (
 	OpRemove Op = "Remove"
 	// OpDedupe deletes an extra copy of a declared taint (same key+effect).
 	OpDedupe Op = "Dedupe"
+	// OpReclaim deletes again an item this controller removed from a Node a
+	// moment ago that came back with the value it removed: nodelink copying
+	// it from a Machine it had not yet seen updated (Desired.Reclaim).
+	OpReclaim Op = "Reclaim"
 )
 
 // Change is one decision of a Plan.
@@ -70,8 +74,8 @@ func (p Plan) InSync() bool { return p.Patch == nil }
 // PlanNode plans the labels and taints of one Node. It reads n and never
 // modifies it; n must not be nil.
 func PlanNode(d Desired, n *corev1.Node) Plan {
-	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]))
-	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.Deferred)
+	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), d.Reclaim.Labels)
+	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.Deferred, d.Reclaim.Taints)
 
 	annotations := map[string]any{}
 	recordOwned(annotations, n.Annotations, AnnotationOwnedLabels, labels.record)
@@ -91,9 +95,9 @@ func PlanNode(d Desired, n *corev1.Node) Plan {
 // in spec.taints and d.MachineLabels in metadata.labels. It reads m and never
 // modifies it; m must not be nil.
 func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
-	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]))
-	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]))
-	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]), d.Deferred)
+	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), nil)
+	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), nil)
+	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]), d.Deferred, nil)
 
 	annotations := map[string]any{}
 	recordOwned(annotations, m.Annotations, AnnotationOwnedMachineLabels, machineLabels.record)
@@ -119,7 +123,9 @@ type labelPlan struct {
 	record  []string       // owned keys after the patch, sorted
 }
 
-func planLabels(kind Kind, observed, declared map[string]string, owned map[string]bool) labelPlan {
+// planLabels plans a label map. A reclaim entry removes a label that is
+// neither declared nor owned if it holds exactly the reclaimed value.
+func planLabels(kind Kind, observed, declared map[string]string, owned map[string]bool, reclaim map[string]string) labelPlan {
 	p := labelPlan{patch: map[string]any{}, record: sortedKeys(declared)}
 	for _, k := range p.record {
 		want := declared[k]
@@ -142,6 +148,13 @@ func planLabels(kind Kind, observed, declared map[string]string, owned map[strin
 			p.patch[k] = nil
 		}
 	}
+	for _, k := range sortedKeys(reclaim) {
+		_, isDeclared := declared[k]
+		if have, present := observed[k]; present && !isDeclared && !owned[k] && have == reclaim[k] {
+			p.changes = append(p.changes, Change{Kind: kind, Op: OpReclaim, Key: k, From: have})
+			p.patch[k] = nil
+		}
+	}
 	return p
 }
 
@@ -153,8 +166,10 @@ type taintPlan struct {
 }
 
 // planTaints plans a taint list. A deferred ID is left as observed: not
-// added, not changed, not removed, and recorded as owned only if it was.
-func planTaints(observed, declared []corev1.Taint, owned, deferred map[string]bool) taintPlan {
+// added, not changed, not removed, and recorded as owned only if it was. A
+// reclaim entry (key:Effect -> value) removes a taint that is neither
+// declared nor owned if it holds exactly the reclaimed value.
+func planTaints(observed, declared []corev1.Taint, owned, deferred map[string]bool, reclaim map[string]string) taintPlan {
 	var p taintPlan
 	// Dedupe what is declared (first value wins); DesiredFromPool already
 	// does, this keeps hand-built Desired values safe too.
@@ -191,6 +206,10 @@ func planTaints(observed, declared []corev1.Taint, owned, deferred map[string]bo
 			p.changes = append(p.changes, Change{Kind: KindTaint, Op: OpRemove, Key: id, From: t.Value})
 			p.changed = true
 			continue
+		case reclaimable(reclaim, id, t.Value):
+			p.changes = append(p.changes, Change{Kind: KindTaint, Op: OpReclaim, Key: id, From: t.Value})
+			p.changed = true
+			continue
 		}
 		p.list = append(p.list, t)
 	}
@@ -209,6 +228,11 @@ func planTaints(observed, declared []corev1.Taint, owned, deferred map[string]bo
 	}
 	sort.Strings(p.record)
 	return p
+}
+
+func reclaimable(reclaim map[string]string, id, value string) bool {
+	v, ok := reclaim[id]
+	return ok && v == value
 }
 
 // opFor says what a declared item needs, given whether the object has it,

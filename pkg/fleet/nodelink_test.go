@@ -1,0 +1,64 @@
+package fleet
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+func TestNodeMemory(t *testing.T) {
+	now := time.Unix(1000, 0)
+	m := newNodeMemory(2 * time.Second)
+	m.now = func() time.Time { return now }
+	wrote := nmsync.Result{Kind: nmsync.ResultKindNode, Name: "n1", Outcome: nmsync.OutcomePatched, Changes: []nmsync.Change{
+		{Kind: nmsync.KindNodeLabel, Op: nmsync.OpRemove, Key: "gone", From: "v1"},
+		{Kind: nmsync.KindTaint, Op: nmsync.OpRemove, Key: "gone:NoSchedule", From: "t1"},
+		{Kind: nmsync.KindNodeLabel, Op: nmsync.OpUpdate, Key: "tier", From: "old", To: "new"},
+	}}
+	m.record("ns/c", wrote)
+	m.record("ns/c", nmsync.Result{Kind: nmsync.ResultKindMachine, Name: "n1", Outcome: nmsync.OutcomePatched,
+		Changes: []nmsync.Change{{Kind: nmsync.KindNodeLabel, Op: nmsync.OpRemove, Key: "machine-only", From: "x"}}})
+	want := nmsync.Reclaim{Labels: map[string]string{"gone": "v1"}, Taints: map[string]string{"gone:NoSchedule": "t1"}}
+	if diff := cmp.Diff(want, m.reclaim("ns/c", "n1")); diff != "" {
+		t.Errorf("reclaim (-want +got):\n%s", diff)
+	}
+	if got := m.reclaim("ns/other", "n1"); got.Labels != nil || got.Taints != nil {
+		t.Errorf("another cluster's Node: %+v", got)
+	}
+
+	hold := m.holdBack("ns/c")
+	copyBack := []nmsync.Change{{Kind: nmsync.KindNodeLabel, Op: nmsync.OpReclaim, Key: "gone", From: "v1"}}
+	revert := []nmsync.Change{{Kind: nmsync.KindNodeLabel, Op: nmsync.OpUpdate, Key: "tier", From: "old", To: "new"}}
+	poolChange := []nmsync.Change{{Kind: nmsync.KindNodeLabel, Op: nmsync.OpAdd, Key: "fresh", To: "1"}}
+	now = now.Add(time.Second)
+	for _, tc := range []struct {
+		name    string
+		kind    string
+		changes []nmsync.Change
+		want    bool
+	}{
+		{"a copy-back right after the write waits", nmsync.ResultKindNode, copyBack, true},
+		{"a value set back right after the write waits", nmsync.ResultKindNode, revert, true},
+		{"a pool change is written at once", nmsync.ResultKindNode, append(copyBack, poolChange...), false},
+		{"Machines never wait", nmsync.ResultKindMachine, copyBack, false},
+	} {
+		if got := hold(tc.kind, "n1", tc.changes); got != tc.want {
+			t.Errorf("%s: holdBack = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	now = now.Add(1500 * time.Millisecond)
+	if hold(nmsync.ResultKindNode, "n1", copyBack) {
+		t.Error("still held after the settle time")
+	}
+	now = now.Add(tombstoneTTL)
+	if got := m.reclaim("ns/c", "n1"); len(got.Labels)+len(got.Taints) != 0 {
+		t.Errorf("tombstones outlived their TTL: %+v", got)
+	}
+	m.forget("ns/c")
+	if len(m.nodes) != 0 {
+		t.Errorf("forget left %d records", len(m.nodes))
+	}
+}
