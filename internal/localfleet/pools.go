@@ -3,6 +3,7 @@ package localfleet
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
@@ -155,6 +156,29 @@ func (s *Spoke) LinkNode(ctx context.Context, machine string) (*corev1.Node, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: link Node %s: %w", s.Name, n.Name, err)
+	}
+	return n, nil
+}
+
+// JoinNode creates the Machine's Node as a booting instance registers it:
+// without the Machine's labels and taints, and without linking it. Linking,
+// and copying them, is nodelink's job (Spoke.RunNodelink).
+func (s *Spoke) JoinNode(ctx context.Context, machine string) (*corev1.Node, error) {
+	m := &machinev1beta1.Machine{}
+	if err := s.Admin.Get(ctx, types.NamespacedName{Namespace: MachineAPINamespace, Name: machine}, m); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.counter++
+	i := s.counter
+	s.mu.Unlock()
+	n := NodeFor(m, nodeName(s.Name, i), Zone, i)
+	for k := range m.Spec.Labels {
+		delete(n.Labels, k)
+	}
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(m.Spec.Taints, t) })
+	if err := s.Admin.Create(ctx, n); err != nil {
+		return nil, fmt.Errorf("%s: create Node: %w", s.Name, err)
 	}
 	return n, nil
 }

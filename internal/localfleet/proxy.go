@@ -23,6 +23,7 @@ type Proxy struct {
 	mu        gosync.Mutex
 	blackhole bool
 	delay     time.Duration
+	lag       time.Duration
 	conns     map[net.Conn]struct{}
 	closed    bool
 	wg        gosync.WaitGroup
@@ -65,6 +66,16 @@ func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.delay = d
+}
+
+// SetResponseLag delivers everything the spoke sends (responses, watch
+// events) d late, in order and without limiting throughput: a client whose
+// view of the spoke lags, as on a busy cluster. It applies to connections
+// opened after the call.
+func (p *Proxy) SetResponseLag(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lag = d
 }
 
 // Close stops the proxy and closes every connection.
@@ -136,9 +147,16 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(server)
+	p.mu.Lock()
+	lag := p.lag
+	p.mu.Unlock()
 	done := make(chan struct{}, 2)
 	go func() { p.pipe(server, client, true); done <- struct{}{} }()
-	go func() { p.pipe(client, server, false); done <- struct{}{} }()
+	if lag > 0 {
+		go func() { lagLine(client, server, lag); done <- struct{}{} }()
+	} else {
+		go func() { p.pipe(client, server, false); done <- struct{}{} }()
+	}
 	<-done
 }
 
@@ -195,6 +213,37 @@ func (p *Proxy) pipe(dst, src net.Conn, toServer bool) {
 			}
 			return
 		}
+	}
+}
+
+// lagLine copies src to dst, each chunk lag after it was read.
+func lagLine(dst, src net.Conn, lag time.Duration) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	q := make(chan chunk, 4096)
+	go func() {
+		defer close(q)
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				q <- chunk{append([]byte(nil), buf[:n]...), time.Now().Add(lag)}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range q {
+		time.Sleep(time.Until(c.at))
+		if _, err := dst.Write(c.b); err != nil {
+			return
+		}
+	}
+	if tcp, ok := dst.(*net.TCPConn); ok {
+		_ = tcp.CloseWrite()
 	}
 }
 

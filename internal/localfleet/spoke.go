@@ -128,7 +128,7 @@ func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) {
 
 	var users []string
 	if f.opts.Audit {
-		users = []string{CredentialUser}
+		users = []string{CredentialUser, NodelinkUser}
 	}
 	extra, auditPath, err := f.auditArgs(name, users)
 	if err != nil {
