@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -36,6 +37,18 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 	defer logFile.Close()
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	fmt.Printf("\ncontroller log: %s\n", logFile.Name())
+
+	// spoke-1 runs machine-api's real nodelink controller, as every
+	// OpenShift cluster does: it copies Machine labels and taints onto Nodes
+	// beside the hub's writes.
+	if bin, err := nodelinkBinary(); err != nil {
+		fmt.Printf("nodelink not started (%v); the demo goes on without it\n", err)
+	} else if nl, err := f.Spokes()[0].RunNodelink(ctx, bin, 0); err != nil {
+		fmt.Printf("nodelink not started (%v); the demo goes on without it\n", err)
+	} else {
+		defer nl.Stop()
+		fmt.Printf("%s runs machine-api's nodelink controller (%s)\n", f.Spokes()[0].Name, bin)
+	}
 
 	cfg, err := controllerIdentity(ctx, f)
 	if err != nil {
@@ -162,6 +175,18 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }
+
+// nodelinkBinary builds (once, then from the cache) machine-api's nodelink
+// controller with hack/nodelink.sh.
+func nodelinkBinary() (string, error) {
+	cmd := exec.Command("hack/nodelink.sh")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
 
 // pacedRollout adds a NoExecute taint to a pool paced 1 Node every 3 s, with
 // a label in the same change, and prints the rollout as the pool's
@@ -326,6 +351,9 @@ func auditSummary(path string) string {
 	}
 	counts := map[string]int{}
 	for _, e := range events {
+		if e.User.Username != localfleet.CredentialUser {
+			continue // nodelink's own requests
+		}
 		what := e.ObjectRef.Resource
 		if what == "" {
 			what, _, _ = strings.Cut(e.RequestURI, "?")
