@@ -2,7 +2,9 @@ package int_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -212,10 +214,25 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 	})
 	// While held, the pool says Contested and counts the held objects as
 	// not delivered, never InSync.
+	var held *v1alpha1.MachinePoolSync
 	waitFor(t, "status Contested naming the Node", 10*time.Second, func() bool {
-		st, err := poolSync(ctx, f.Hub.Client, s, "infra")
-		return err == nil && st.Status.Phase == v1alpha1.PhaseContested && st.Status.Drifted >= 1 && strings.Contains(st.Status.Message, victim)
+		var err error
+		held, err = poolSync(ctx, f.Hub.Client, s, "infra")
+		return err == nil && held.Status.Phase == v1alpha1.PhaseContested && held.Status.Drifted >= 1 && strings.Contains(held.Status.Message, victim)
 	})
+	// The drift report, read live, counts the same objects as not delivered.
+	out, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("drift: %v", err)
+	}
+	var rows []fleet.DriftRow
+	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("drift -o json: %v\n%s", err, out)
+	}
+	if r := rows[0]; r.DriftedMachines+r.DriftedNodes != held.Status.Drifted || r.Machines+r.Nodes != held.Status.Total {
+		t.Errorf("status says %d of %d objects drifted (%s), the drift report %d+%d of %d+%d", held.Status.Drifted, held.Status.Total,
+			held.Status.Message, r.DriftedMachines, r.DriftedNodes, r.Machines, r.Nodes)
+	}
 	// A pool change is written everywhere, the held Node too: the hold was
 	// about the pool as it was.
 	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/still"] = "works" }); err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 var (
@@ -259,6 +260,10 @@ func besideNodelink(t *testing.T, lag time.Duration) {
 	t.Logf("lag %s: %d cycles, %d leaked items, %d adds that timed out, removals seen on every Node in median %s", lag, cycles, leaked, addTimeouts, median.Round(time.Millisecond))
 	if leaked > 0 {
 		t.Errorf("%d removed items stayed on Nodes after %d cycles", leaked, cycles)
+	}
+	// nodelink's lag is not a writer fighting the pool.
+	if hasEvent(ctx, f.Hub.Client, s.Name, s.Name+"-infra", fleet.EventContested) {
+		t.Error("the controller took nodelink for a writer fighting the pool (a Contested Event)")
 	}
 }
 

@@ -349,18 +349,7 @@ func TestNoExecutePacingAcrossLeaderChangeAndRestart(t *testing.T) {
 	s := f.Spokes()[0]
 	addPacedPool(t, ctx, s)
 	kc := controllerKubeconfig(t, ctx, f)
-	a := startBinary(t, kc, leaseFlags...)
-	b := startBinary(t, kc, leaseFlags...)
-	var leader, follower *controllerProcess
-	waitFor(t, "a leader is elected", time.Minute, func() bool {
-		switch {
-		case isLeader(a):
-			leader, follower = a, b
-		case isLeader(b):
-			leader, follower = b, a
-		}
-		return leader != nil
-	})
+	leader, follower := startPair(t, kc, leaseFlags...)
 	waitInSync(t, ctx, f, s, time.Minute)
 	before := snapshotForeign(t, ctx, s, "infra", pacedKeys)
 	skip := auditLines(t, s)

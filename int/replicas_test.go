@@ -39,6 +39,24 @@ func writersOf(t *testing.T, s *localfleet.Spoke, skip int) map[string][]time.Ti
 	return out
 }
 
+// startPair starts two replicas of the binary with flags (which must
+// elect a leader) and returns them once one leads.
+func startPair(t *testing.T, kubeconfig string, flags ...string) (leader, follower *controllerProcess) {
+	t.Helper()
+	a := startBinary(t, kubeconfig, flags...)
+	b := startBinary(t, kubeconfig, flags...)
+	waitFor(t, "a leader is elected", time.Minute, func() bool {
+		switch {
+		case isLeader(a):
+			leader, follower = a, b
+		case isLeader(b):
+			leader, follower = b, a
+		}
+		return leader != nil
+	})
+	return leader, follower
+}
+
 // isLeader reads controller-runtime's leader election gauge from a replica.
 func isLeader(p *controllerProcess) bool {
 	m, err := p.scrape()
@@ -53,19 +71,7 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 20)
 	kc := controllerKubeconfig(t, ctx, f)
-	slow := append(append([]string{}, slowFlags...), leaseFlags...)
-	a := startBinary(t, kc, slow...)
-	b := startBinary(t, kc, slow...)
-	var leader, follower *controllerProcess
-	waitFor(t, "a leader is elected", time.Minute, func() bool {
-		switch {
-		case isLeader(a):
-			leader, follower = a, b
-		case isLeader(b):
-			leader, follower = b, a
-		}
-		return leader != nil
-	})
+	leader, follower := startPair(t, kc, append(append([]string{}, slowFlags...), leaseFlags...)...)
 	waitInSync(t, ctx, f, s, 2*time.Minute)
 	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
 	skip := auditLines(t, s)

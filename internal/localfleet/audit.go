@@ -85,6 +85,11 @@ func readAudit(path string, offset int64, whole bool) ([]AuditEvent, int64, erro
 		}
 		var e AuditEvent
 		if jerr := json.Unmarshal(line, &e); jerr != nil {
+			if err != nil {
+				// The last line, without its newline: the API server is still
+				// writing it.
+				return out, offset, nil
+			}
 			if first && offset > 0 && !whole {
 				first = false
 				offset += int64(len(line))

@@ -134,19 +134,11 @@ func nodeName(spoke string, i int) string {
 // the Machine as it stands, and sets the Machine's status.nodeRef through the
 // status subresource, as the nodelink controller does.
 func (s *Spoke) LinkNode(ctx context.Context, machine string) (*corev1.Node, error) {
-	m := &machinev1beta1.Machine{}
-	if err := s.Admin.Get(ctx, types.NamespacedName{Namespace: MachineAPINamespace, Name: machine}, m); err != nil {
+	m, n, err := s.createNode(ctx, machine, nil)
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.counter++
-	i := s.counter
-	s.mu.Unlock()
-	n := NodeFor(m, nodeName(s.Name, i), Zone, i)
-	if err := s.Admin.Create(ctx, n); err != nil {
-		return nil, fmt.Errorf("%s: create Node: %w", s.Name, err)
-	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return err
 		}
@@ -164,23 +156,33 @@ func (s *Spoke) LinkNode(ctx context.Context, machine string) (*corev1.Node, err
 // without the Machine's labels and taints, and without linking it. Linking,
 // and copying them, is nodelink's job (Spoke.RunNodelink).
 func (s *Spoke) JoinNode(ctx context.Context, machine string) (*corev1.Node, error) {
+	_, n, err := s.createNode(ctx, machine, func(m *machinev1beta1.Machine, n *corev1.Node) {
+		for k := range m.Spec.Labels {
+			delete(n.Labels, k)
+		}
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(m.Spec.Taints, t) })
+	})
+	return n, err
+}
+
+// createNode creates the Node of a Machine (NodeFor, then mutate if set).
+func (s *Spoke) createNode(ctx context.Context, machine string, mutate func(*machinev1beta1.Machine, *corev1.Node)) (*machinev1beta1.Machine, *corev1.Node, error) {
 	m := &machinev1beta1.Machine{}
 	if err := s.Admin.Get(ctx, types.NamespacedName{Namespace: MachineAPINamespace, Name: machine}, m); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.mu.Lock()
 	s.counter++
 	i := s.counter
 	s.mu.Unlock()
 	n := NodeFor(m, nodeName(s.Name, i), Zone, i)
-	for k := range m.Spec.Labels {
-		delete(n.Labels, k)
+	if mutate != nil {
+		mutate(m, n)
 	}
-	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(m.Spec.Taints, t) })
 	if err := s.Admin.Create(ctx, n); err != nil {
-		return nil, fmt.Errorf("%s: create Node: %w", s.Name, err)
+		return nil, nil, fmt.Errorf("%s: create Node: %w", s.Name, err)
 	}
-	return n, nil
+	return m, n, nil
 }
 
 // DeleteMachine deletes a Machine and its Node.

@@ -124,15 +124,23 @@ func (c *contestTracker) nextRelease(cluster string) (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var first time.Time
-	for _, rec := range c.records[cluster] {
-		if !rec.until.IsZero() && (first.IsZero() || rec.until.Before(first)) {
+	now := c.now()
+	for k, rec := range c.records[cluster] {
+		if rec.until.IsZero() {
+			continue
+		}
+		if !now.Before(rec.until) {
+			delete(c.records[cluster], k) // ended: nothing to wake up for
+			continue
+		}
+		if first.IsZero() || rec.until.Before(first) {
 			first = rec.until
 		}
 	}
 	if first.IsZero() {
 		return 0, false
 	}
-	return max(first.Sub(c.now()), 0), true
+	return first.Sub(now), true
 }
 
 // forget drops a cluster's records.

@@ -6,6 +6,8 @@ import (
 	gosync "sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
@@ -17,21 +19,24 @@ import (
 // per Node, what was removed or replaced and when the Node was last written:
 //
 //   - a removed item that comes back with the removed value within
-//     tombstoneTTL is not foreign: it is removed again (Desired.Reclaim);
+//     tombstoneTTL of its removal, while the Machine does not hold it, is
+//     not foreign: it is removed again (Desired.Reclaim);
 //   - a Node changed back (an item reclaimed, or a value set back to the one
 //     replaced) less than NodeSettle after the last write is left alone
 //     until NodeSettle has passed: by then nodelink has seen the Machine and
 //     usually fixes a label itself, so a change costs at most one extra
 //     write, and the two never fight.
 //
-// The memory is in-process: after a restart, a copy-back that raced with it
-// is foreign, and stays (see pkg/sync's doc.go).
+// Only Nodes whose write removed or replaced something have a record, and a
+// cluster's expired records go at its next sync. The memory is in-process:
+// after a restart, a copy-back that raced with it is foreign, and stays (see
+// pkg/sync's doc.go).
 type nodeMemory struct {
 	settle time.Duration
 	now    func() time.Time
 
-	mu    gosync.Mutex
-	nodes map[string]*nodeRecord // cluster/node
+	mu       gosync.Mutex
+	clusters map[string]map[string]*nodeRecord // cluster -> Node name -> record
 }
 
 // tombstoneTTL bounds how long a removed or replaced value is recognised:
@@ -40,17 +45,20 @@ type nodeMemory struct {
 const tombstoneTTL = 2 * time.Minute
 
 type nodeRecord struct {
-	wrote             time.Time
-	removed, replaced map[string]tomb // "label:key" or "taint:key:Effect" -> value
+	wrote time.Time
+	// removed: "label:key" or "taint:key:Effect" -> the value removed.
+	// replaced: the same keys -> the value replaced (from) and written (to).
+	removed  map[string]tomb
+	replaced map[string]tomb
 }
 
 type tomb struct {
-	value string
-	at    time.Time
+	value, to string
+	at        time.Time
 }
 
 func newNodeMemory(settle time.Duration) *nodeMemory {
-	return &nodeMemory{settle: settle, now: time.Now, nodes: map[string]*nodeRecord{}}
+	return &nodeMemory{settle: settle, now: time.Now, clusters: map[string]map[string]*nodeRecord{}}
 }
 
 func itemKey(c nmsync.Change) string {
@@ -60,62 +68,89 @@ func itemKey(c nmsync.Change) string {
 	return "label:" + c.Key
 }
 
-// reclaim is what Desired.Reclaim should name for a Node. A negative
-// settle turns the memory off: nothing is reclaimed or held back.
-func (m *nodeMemory) reclaim(ck, node string) nmsync.Reclaim {
-	if m.settle < 0 {
+// sweep drops a cluster's records whose tombstones have all expired
+// (Nodes deleted or replaced too): called once per sync of the cluster.
+func (m *nodeMemory) sweep(ck string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	for name, rec := range m.clusters[ck] {
+		if now.Sub(rec.wrote) > tombstoneTTL {
+			delete(m.clusters[ck], name)
+		}
+	}
+	if len(m.clusters[ck]) == 0 {
+		delete(m.clusters, ck)
+	}
+}
+
+// reclaim is what Desired.Reclaim should name for t's Node: the items
+// removed from it within tombstoneTTL that its Machine does not hold (if the
+// Machine holds one, nodelink's copy is right). A negative settle turns the
+// memory off: nothing is reclaimed or held back.
+func (m *nodeMemory) reclaim(ck string, t nmsync.Target) nmsync.Reclaim {
+	if m.settle < 0 || t.Node == nil {
 		return nmsync.Reclaim{}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec := m.nodes[ck+"/"+node]
+	rec := m.clusters[ck][t.Node.Name]
 	if rec == nil {
 		return nmsync.Reclaim{}
 	}
 	now := m.now()
-	if now.Sub(rec.wrote) > tombstoneTTL {
-		// Every tombstone has expired: the record goes (it is looked up on
-		// every sync of the cluster, at least once per resync).
-		delete(m.nodes, ck+"/"+node)
-		return nmsync.Reclaim{}
-	}
 	var out nmsync.Reclaim
-	for k, t := range rec.removed {
-		if now.Sub(t.at) > tombstoneTTL {
+	for k, tb := range rec.removed {
+		if now.Sub(tb.at) > tombstoneTTL {
 			delete(rec.removed, k)
 			continue
 		}
-		if kind, key, _ := strings.Cut(k, ":"); kind == "taint" {
-			out.Taints = put(out.Taints, key, t.value)
-		} else {
-			out.Labels = put(out.Labels, key, t.value)
+		kind, key, _ := strings.Cut(k, ":")
+		switch {
+		case kind == "taint" && !machineHoldsTaint(t, key, tb.value):
+			out.Taints = put(out.Taints, key, tb.value)
+		case kind == "label" && !machineHoldsLabel(t, key, tb.value):
+			out.Labels = put(out.Labels, key, tb.value)
 		}
 	}
 	return out
 }
 
+func machineHoldsLabel(t nmsync.Target, key, value string) bool {
+	v, ok := t.Machine.Spec.ObjectMeta.Labels[key]
+	return ok && v == value
+}
+
+func machineHoldsTaint(t nmsync.Target, id, value string) bool {
+	return slices.ContainsFunc(t.Machine.Spec.Taints, func(x corev1.Taint) bool {
+		return x.Key+":"+string(x.Effect) == id && x.Value == value
+	})
+}
+
 // holdBack is the Applier's Settle for cluster ck: a Node whose plan only
-// undoes a copy-back, written less than settle ago, waits.
+// undoes a copy-back (reclaims, or values set back to what this controller
+// wrote), written less than settle ago, waits. Any other change is the
+// pool's, and is written at once.
 func (m *nodeMemory) holdBack(ck string) func(kind, name string, changes []nmsync.Change) bool {
 	return func(kind, name string, changes []nmsync.Change) bool {
-		if kind != nmsync.ResultKindNode || m.settle <= 0 {
+		if kind != nmsync.ResultKindNode || m.settle <= 0 || len(changes) == 0 {
 			return false
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		rec := m.nodes[ck+"/"+name]
+		rec := m.clusters[ck][name]
 		if rec == nil || m.now().Sub(rec.wrote) >= m.settle {
 			return false
 		}
 		for _, c := range changes {
-			switch {
-			case c.Op == nmsync.OpReclaim:
-			case c.Op == nmsync.OpUpdate || c.Op == nmsync.OpOverride:
-				if t, ok := rec.replaced[itemKey(c)]; !ok || t.value != c.From {
-					return false // a change of the pool's: written now
+			switch c.Op {
+			case nmsync.OpReclaim:
+			case nmsync.OpUpdate, nmsync.OpOverride:
+				if tb, ok := rec.replaced[itemKey(c)]; !ok || tb.value != c.From || tb.to != c.To {
+					return false
 				}
 			default:
-				return false // a change of the pool's: written now
+				return false
 			}
 		}
 		return true
@@ -133,29 +168,38 @@ func (m *nodeMemory) record(ck string, r nmsync.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	key := ck + "/" + r.Name
-	rec := m.nodes[key]
+	rec := m.clusters[ck][r.Name]
 	if rec == nil && !undoable {
 		return // nothing nodelink could copy back: no record, no memory cost
 	}
 	if rec == nil {
+		if m.clusters[ck] == nil {
+			m.clusters[ck] = map[string]*nodeRecord{}
+		}
 		rec = &nodeRecord{removed: map[string]tomb{}, replaced: map[string]tomb{}}
-		m.nodes[key] = rec
+		m.clusters[ck][r.Name] = rec
 	}
 	rec.wrote = now
 	for _, c := range r.Changes {
+		k := itemKey(c)
 		switch c.Op {
-		case nmsync.OpRemove, nmsync.OpReclaim:
-			rec.removed[itemKey(c)] = tomb{value: c.From, at: now}
+		case nmsync.OpRemove:
+			rec.removed[k] = tomb{value: c.From, at: now}
+		case nmsync.OpReclaim:
+			// The tombstone keeps the time of the removal: a reclaim does not
+			// extend it, so a copy that keeps coming back is left after the TTL.
+			if tb, ok := rec.removed[k]; !ok || tb.value != c.From {
+				rec.removed[k] = tomb{value: c.From, at: now}
+			}
 		case nmsync.OpUpdate, nmsync.OpOverride:
-			rec.replaced[itemKey(c)] = tomb{value: c.From, at: now}
-			delete(rec.removed, itemKey(c))
+			rec.replaced[k] = tomb{value: c.From, to: c.To, at: now}
+			delete(rec.removed, k)
 		case nmsync.OpAdd:
-			delete(rec.removed, itemKey(c)) // declared again: nothing to reclaim
+			delete(rec.removed, k) // declared again: nothing to reclaim
 		}
 	}
-	for k, t := range rec.replaced {
-		if now.Sub(t.at) > tombstoneTTL {
+	for k, tb := range rec.replaced {
+		if now.Sub(tb.at) > tombstoneTTL {
 			delete(rec.replaced, k)
 		}
 	}
@@ -164,11 +208,7 @@ func (m *nodeMemory) record(ck string, r nmsync.Result) {
 func (m *nodeMemory) forget(ck string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.nodes {
-		if strings.HasPrefix(k, ck+"/") {
-			delete(m.nodes, k)
-		}
-	}
+	delete(m.clusters, ck)
 }
 
 func put(m map[string]string, k, v string) map[string]string {

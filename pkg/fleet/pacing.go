@@ -223,9 +223,15 @@ func (p *pacer) forgetPool(key string) {
 func (p *pacer) forget(ck string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k := range p.pools {
+	deleteClusterKeys(p.pools, ck)
+}
+
+// deleteClusterKeys deletes the entries of a map keyed "cluster/..." that belong
+// to cluster ck.
+func deleteClusterKeys[V any](m map[string]V, ck string) {
+	for k := range m {
 		if strings.HasPrefix(k, ck+"/") {
-			delete(p.pools, k)
+			delete(m, k)
 		}
 	}
 }

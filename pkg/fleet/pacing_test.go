@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -87,6 +88,16 @@ func checkRound(t *testing.T, d *Decision, paced [][]nmsync.Desired, t0 time.Tim
 	}
 }
 
+// play runs one sync of the fleet's pool at t0+want.at through p's gate,
+// checks it against want, and returns the Decision and the plans' Desired.
+func (f *rolloutFleet) play(t *testing.T, p *pacer, pacing nmsync.Pacing, t0 time.Time, want round, taints ...corev1.Taint) (*Decision, []nmsync.Desired) {
+	t.Helper()
+	d := rolloutDecision(pacing, taints...)
+	paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
+	checkRound(t, d, paced, t0, want)
+	return d, paced[0]
+}
+
 func TestPacedRollout(t *testing.T) {
 	gpu := corev1.Taint{Key: "gpu", Value: "a", Effect: corev1.TaintEffectNoExecute}
 	pacing := nmsync.Pacing{Count: 2, Interval: 10 * time.Second}
@@ -102,10 +113,8 @@ func TestPacedRollout(t *testing.T) {
 			{at: 20 * s, started: []string{"m4"}, next: -1},
 			{at: 25 * s, next: -1},
 		} {
-			d := rolloutDecision(pacing, gpu)
-			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
-			checkRound(t, d, paced, t0, want)
-			f.write(paced[0])
+			_, paced := f.play(t, p, pacing, t0, want, gpu)
+			f.write(paced)
 		}
 		if !p.finished("ns/c/c-workers") || p.finished("ns/c/c-workers") {
 			t.Error("finished: want true once, at the end of the rollout")
@@ -117,10 +126,8 @@ func TestPacedRollout(t *testing.T) {
 			{at: 21 * s, waiting: []string{"m0", "m1", "m2", "m3", "m4"}, next: 30 * s},
 			{at: 30 * s, started: []string{"m0", "m1"}, waiting: []string{"m2", "m3", "m4"}, next: 40 * s},
 		} {
-			d := rolloutDecision(pacing, gpuB)
-			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
-			checkRound(t, d, paced, t0, want)
-			f.write(paced[0])
+			_, paced := f.play(t, p, pacing, t0, want, gpuB)
+			f.write(paced)
 		}
 	})
 
@@ -133,10 +140,8 @@ func TestPacedRollout(t *testing.T) {
 			{at: 1 * s, waiting: []string{"m2", "m3"}, next: 11 * s},
 			{at: 11 * s, started: []string{"m2", "m3"}, next: -1},
 		} {
-			d := rolloutDecision(pacing, gpu)
-			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
-			checkRound(t, d, paced, t0, want)
-			f.write(paced[0])
+			_, paced := f.play(t, p, pacing, t0, want, gpu)
+			f.write(paced)
 		}
 	})
 
@@ -148,13 +153,11 @@ func TestPacedRollout(t *testing.T) {
 			{at: 10 * s, waiting: []string{"m2", "m3"}, next: 10 * s},
 			{at: 11 * s, started: []string{"m2", "m3"}, next: -1},
 		} {
-			d := rolloutDecision(pacing, gpu)
-			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
-			checkRound(t, d, paced, t0, want)
+			_, paced := f.play(t, p, pacing, t0, want, gpu)
 			if want.at == 0 {
-				f.write(paced[0], "m1")
+				f.write(paced, "m1")
 			} else {
-				f.write(paced[0])
+				f.write(paced)
 			}
 		}
 	})
@@ -167,20 +170,18 @@ func TestPacedRollout(t *testing.T) {
 			// m1's write failed: still in flight, written again at once.
 			{at: 1 * s, next: -1},
 		} {
-			d := rolloutDecision(pacing, gpu)
-			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
-			checkRound(t, d, paced, t0, want)
+			d, paced := f.play(t, p, pacing, t0, want, gpu)
 			if want.at == 0 {
-				f.write(paced[0], "m1")
+				f.write(paced, "m1")
 				if ro := d.Results[0].Rollout; ro == nil {
 					t.Fatal("the last batch's sync has no Rollout")
 				}
 				continue
 			}
-			if ro := d.Results[0].Rollout; ro == nil || fmt.Sprint(ro.Finishing) != "[m1]" || paced[0][1].Deferred != nil {
-				t.Fatalf("m1 is not finished in full: rollout %+v, desired %+v", ro, paced[0][1])
+			if ro := d.Results[0].Rollout; ro == nil || fmt.Sprint(ro.Finishing) != "[m1]" || paced[1].Deferred != nil {
+				t.Fatalf("m1 is not finished in full: rollout %+v, desired %+v", ro, paced[1])
 			}
-			f.write(paced[0])
+			f.write(paced)
 		}
 		d := rolloutDecision(pacing, gpu)
 		d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(2*s)))
@@ -211,10 +212,8 @@ func TestPacedRollout(t *testing.T) {
 			{at: 2 * s, waiting: []string{"m0", "m1", "m2"}, next: 10 * s},
 			{at: 10 * s, started: []string{"m0", "m1"}, waiting: []string{"m2"}, next: 20 * s},
 		} {
-			d := rolloutDecision(pacing, gpuB)
-			paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
-			checkRound(t, d, paced, t0, want)
-			f.write(paced[0])
+			_, paced := f.play(t, p, pacing, t0, want, gpuB)
+			f.write(paced)
 		}
 	})
 
@@ -275,7 +274,8 @@ func TestRollingOutStatus(t *testing.T) {
 // says Contested with the objects named, never InSync.
 func TestContestedStatus(t *testing.T) {
 	target := nmsync.Target{Machine: &machinev1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1"}}, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
-	results := append([]nmsync.Result{{Kind: "Machine", Name: "m0", Outcome: nmsync.OutcomeInSync}}, contestedResults(target)...)
+	results := append([]nmsync.Result{{Kind: "Machine", Name: "m0", Outcome: nmsync.OutcomeInSync}},
+		contestedResults(context.Background(), nmsync.Desired{Labels: map[string]string{"a": "1"}}, target)...)
 	st := Status(PoolResult{Cluster: "ns/c", PoolName: "workers", Results: results})
 	want := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "workers", Phase: v1alpha1.PhaseContested, Reason: ReasonContested,
 		Total: 3, Synced: 1, Drifted: 2,

@@ -243,6 +243,7 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 	}
 
 	targets := d.Targets(objs)
+	r.nodes.sweep(ck)
 	gate := noNewBatch
 	if !r.Opts.DryRun {
 		names := make([]string, len(pools))
@@ -263,13 +264,11 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
 			Hold: r.denials.hold(ck, fingerprint(*d.Desired[i])), Settle: r.nodes.holdBack(ck)}
 		for j, t := range targets[i] {
-			if r.contested.isHeld(ck, fingerprint(*d.Desired[i]), t) {
-				results[i][j] = contestedResults(t)
-				continue
-			}
 			desired := paced[i][j]
-			if t.Node != nil {
-				desired.Reclaim = r.nodes.reclaim(ck, t.Node.Name)
+			desired.Reclaim = r.nodes.reclaim(ck, t)
+			if r.contested.isHeld(ck, fingerprint(*d.Desired[i]), t) {
+				results[i][j] = contestedResults(ctx, desired, t)
+				continue
 			}
 			g.Go(func() error {
 				results[i][j] = applier.SyncTarget(gctx, desired, t)
@@ -279,6 +278,13 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 	}
 	_ = g.Wait()
 	d.Finish(results)
+	for i := range d.Results {
+		if c := Count(d.Results[i].Results); c.Settling > 0 && c.Drifted == c.Settling {
+			// Only Nodes that nodelink changed back a moment ago differ, and
+			// they are written again within NodeSettle: no news for the status.
+			d.Results[i].KeepStatus = true
+		}
+	}
 
 	for i := range pools {
 		if d.Desired[i] == nil {
@@ -316,12 +322,15 @@ func (r *Reconciler) reportRollout(mp *hivev1.MachinePool, ck string, ro *Rollou
 	}
 }
 
-// contestedResults reports a target held after a contest: its Machine and
-// Node are not written, and count as not delivered.
-func contestedResults(t nmsync.Target) []nmsync.Result {
-	out := []nmsync.Result{{Kind: nmsync.ResultKindMachine, Name: t.Machine.Name, Outcome: nmsync.OutcomeSkipped, Reason: ReasonContested}}
-	if t.Node != nil {
-		out = append(out, nmsync.Result{Kind: nmsync.ResultKindNode, Name: t.Node.Name, Outcome: nmsync.OutcomeSkipped, Reason: ReasonContested})
+// contestedResults reports a target held after a contest: nothing is
+// written, and each of its objects that differs from the pool (planned as
+// the drift report plans it) counts as held, not delivered.
+func contestedResults(ctx context.Context, d nmsync.Desired, t nmsync.Target) []nmsync.Result {
+	out := (&nmsync.Applier{DryRun: true}).SyncTarget(ctx, d, t)
+	for i := range out {
+		if out[i].Outcome == nmsync.OutcomeWouldPatch {
+			out[i].Outcome, out[i].Reason = nmsync.OutcomeSkipped, ReasonContested
+		}
 	}
 	return out
 }

@@ -159,7 +159,7 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 			st.Message = truncate(fmt.Sprintf("%d object(s) denied by the spoke, retried on a slow cadence; %s", c.Denied, firstDenial(pr.Results)), 1024)
 		case c.Failed == 0 && c.Settling > 0:
 			st.Reason = nmsync.ReasonSettling
-			st.Message = fmt.Sprintf("%d Node(s) changed back right after a write, as nodelink does from a Machine it has not seen updated; written again once it has caught up", c.Settling)
+			st.Message = "Nodes changed back right after a write, as nodelink does from a Machine it has not seen updated; written again once it has caught up"
 		default:
 			st.Reason = ReasonWriteFailed
 			st.Message = truncate(firstError(pr.Results), 1024)

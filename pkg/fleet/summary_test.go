@@ -155,6 +155,9 @@ func TestContestTracker(t *testing.T) {
 		t.Fatal("held on the first patch of a new object")
 	}
 	now = now.Add(2 * time.Minute)
+	if d, ok := c.nextRelease("ns/c"); ok {
+		t.Errorf("nextRelease = %s after the hold ended: nothing to wake up for", d)
+	}
 	if c.isHeld("ns/c", "v1", target) {
 		t.Fatal("still held after the window")
 	}

@@ -54,7 +54,8 @@
 // controller's own items are also its writes). The choice: Desired.Reclaim.
 // The caller (pkg/fleet) remembers, per Node, the items it removed and the
 // values it replaced, for two minutes. An item that comes back with the very
-// value removed, neither declared nor owned, is removed again (OpReclaim);
+// value removed, neither declared nor owned, while the Machine does not hold
+// it, is removed again (OpReclaim; a reclaim does not extend the two minutes);
 // a value set back to the one replaced is an ordinary Update. Either is
 // written only once NodeSettle (2 s) has passed since the Node's last write
 // (Applier.Settle), so nodelink has caught up, usually fixes a label itself,
