@@ -275,14 +275,7 @@ func besideNodelink(t *testing.T, lag time.Duration) {
 		if e.Reason != fleet.EventContested {
 			continue
 		}
-		msg := fmt.Sprintf("the controller took nodelink for a writer fighting the pool: %s Event at %s: %s", e.Reason, e.EventTime.Time, e.Note)
-		if os.Getenv("HUB_NODE_METADATA_NODELINK_CYCLES") == "" {
-			// Known and open (issue 16): about 2 in 100 cycles at lag 0 mark
-			// one Node contested. Reported here; the full run fails on it.
-			t.Log("KNOWN, OPEN: " + msg)
-			continue
-		}
-		t.Error(msg)
+		t.Errorf("the controller took nodelink for a writer fighting the pool: %s Event at %s: %s", e.Reason, e.EventTime.Time, e.Note)
 	}
 }
 

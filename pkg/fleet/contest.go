@@ -67,16 +67,25 @@ func (c *contestTracker) isHeld(cluster, desired string, t nmsync.Target) bool {
 // fingerprint of the pool's Desired) and reports whether its object just
 // became held.
 func (c *contestTracker) record(cluster, pool, desired string, r nmsync.Result) bool {
-	if c.threshold <= 0 || r.Outcome != nmsync.OutcomePatched || onlyAdoptions(r.Changes) {
+	if c.threshold <= 0 {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	k := objectKey(r.Kind, r.Name)
+	if rec := c.records[cluster][k]; rec != nil && rec.desired != desired {
+		// The object was synced for another pool spec since: its count
+		// starts afresh, whatever this sync wrote (an adoption too, as when
+		// nodelink copied the new items first).
+		delete(c.records[cluster], k)
+	}
+	if r.Outcome != nmsync.OutcomePatched || onlyAdoptions(r.Changes) {
+		return false
+	}
 	now := c.now()
 	if c.records[cluster] == nil {
 		c.records[cluster] = map[string]*contestRecord{}
 	}
-	k := objectKey(r.Kind, r.Name)
 	rec := c.records[cluster][k]
 	if rec == nil || rec.desired != desired {
 		rec = &contestRecord{pool: pool, desired: desired}

@@ -164,6 +164,15 @@ func TestContestTracker(t *testing.T) {
 	if c.record("ns/c", "p", "v1", patched) {
 		t.Fatal("held again at once after release")
 	}
+	// Specs that alternate, where the object is only adopted under one of
+	// them (nodelink copied the items first): the other's patches do not add up.
+	for range 5 {
+		now = now.Add(time.Second)
+		if c.record("ns/c", "p", "B", patched) {
+			t.Fatal("patches under B, each after an adoption under A, were taken for a fight")
+		}
+		c.record("ns/c", "p", "A", adopted)
+	}
 	for range 5 { // pool changes: every patch is for a new spec
 		now = now.Add(time.Second)
 		if c.record("ns/c", "p", now.String(), patched) {
