@@ -77,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Denied: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "denied_objects",
 			Help: "Objects of a pool whose patch the spoke denied (admission webhook, 400/403/422); retried every --denied-retry."}, []string{"cluster", "pool"}),
 		NoExecutePending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "noexecute_pending_nodes",
-			Help: "Nodes of a pool that a paced rollout of its new or changed NoExecute taints has not reached yet."}, []string{"cluster", "pool"}),
+			Help: "Nodes of a pool that a paced rollout of its new or changed NoExecute taints has not reached yet; no series when none waits."}, []string{"cluster", "pool"}),
 		states: map[string]string{},
 	}
 	m.Clusters = register(reg, m.Clusters)

@@ -6,8 +6,6 @@ import (
 	gosync "sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
@@ -99,32 +97,19 @@ func (m *nodeMemory) reclaim(ck string, t nmsync.Target) nmsync.Reclaim {
 		return nmsync.Reclaim{}
 	}
 	now := m.now()
-	var out nmsync.Reclaim
+	out := nmsync.Reclaim{Labels: map[string]string{}, Taints: map[string]string{}}
 	for k, tb := range rec.removed {
 		if now.Sub(tb.at) > tombstoneTTL {
 			delete(rec.removed, k)
 			continue
 		}
-		kind, key, _ := strings.Cut(k, ":")
-		switch {
-		case kind == "taint" && !machineHoldsTaint(t, key, tb.value):
-			out.Taints = put(out.Taints, key, tb.value)
-		case kind == "label" && !machineHoldsLabel(t, key, tb.value):
-			out.Labels = put(out.Labels, key, tb.value)
+		if kind, key, _ := strings.Cut(k, ":"); kind == "taint" {
+			out.Taints[key] = tb.value
+		} else {
+			out.Labels[key] = tb.value
 		}
 	}
-	return out
-}
-
-func machineHoldsLabel(t nmsync.Target, key, value string) bool {
-	v, ok := t.Machine.Spec.ObjectMeta.Labels[key]
-	return ok && v == value
-}
-
-func machineHoldsTaint(t nmsync.Target, id, value string) bool {
-	return slices.ContainsFunc(t.Machine.Spec.Taints, func(x corev1.Taint) bool {
-		return x.Key+":"+string(x.Effect) == id && x.Value == value
-	})
+	return out.Except(t.Machine)
 }
 
 // holdBack is the Applier's Settle for cluster ck: a Node whose plan only
@@ -209,12 +194,4 @@ func (m *nodeMemory) forget(ck string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.clusters, ck)
-}
-
-func put(m map[string]string, k, v string) map[string]string {
-	if m == nil {
-		m = map[string]string{}
-	}
-	m[k] = v
-	return m
 }

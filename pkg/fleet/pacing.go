@@ -83,10 +83,11 @@ func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate) [][]nmsync.Desired
 		}
 		for _, p := range paced {
 			// The taints being rolled out: not yet on every paced target.
-			if slices.ContainsFunc(targets[i], func(t nmsync.Target) bool {
-				return nmsync.ProgressOf(*desired, t) != nmsync.ProgressExempt && !nmsync.HeldBy(t, p)
-			}) {
-				ro.Taints = append(ro.Taints, p)
+			for j, t := range targets[i] {
+				if progress[j] != nmsync.ProgressExempt && !nmsync.HeldBy(t, p) {
+					ro.Taints = append(ro.Taints, p)
+					break
+				}
 			}
 		}
 		ro.Batch = ro.Pacing.BatchSize(ro.Total)
@@ -121,8 +122,8 @@ func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate) [][]nmsync.Desired
 // controller that starts without this memory (a restart, a new leader) and
 // finds a rollout under way waits one interval before its next batch.
 type pacer struct {
-	mu    gosync.Mutex
-	pools map[string]*paceState // cluster/pool -> state
+	mu       gosync.Mutex
+	clusters map[string]map[string]*paceState // cluster -> MachinePool name -> state
 }
 
 type paceState struct {
@@ -139,12 +140,11 @@ type paceState struct {
 	done bool
 }
 
-func newPacer() *pacer { return &pacer{pools: map[string]*paceState{}} }
+func newPacer() *pacer { return &pacer{clusters: map[string]map[string]*paceState{}} }
 
 // gate is the live Gate of one sync of cluster ck at now.
 func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate {
 	return func(i int, targets []nmsync.Target, progress []nmsync.Progress) ([]bool, time.Time) {
-		key := ck + "/" + pools[i]
 		pacing := d.Pacing[i]
 		if pacing.All {
 			return nmsync.Admit(progress, len(progress)), time.Time{}
@@ -152,26 +152,36 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 		taints := fmt.Sprint(nmsync.PacedTaints(*d.Desired[i]))
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		st := p.pools[key]
+		st := p.clusters[ck][pools[i]]
 		if st != nil && st.taints != taints {
 			// A new or changed spec: the rollout follows it. The interval after
 			// the last batch still holds.
 			st.taints, st.inFlight, st.seen = taints, map[string]bool{}, time.Time{}
 		}
-		pending, underWay := 0, false
+		pending, paced, underWay := 0, 0, false
 		for j, pr := range progress {
 			if pr == nmsync.ProgressPending && st != nil && st.inFlight[targets[j].Machine.Name] {
 				progress[j] = nmsync.ProgressStarted
 			}
-			pending += btoi(progress[j] == nmsync.ProgressPending)
-			underWay = underWay || progress[j] == nmsync.ProgressDone || progress[j] == nmsync.ProgressStarted
+			switch progress[j] {
+			case nmsync.ProgressPending:
+				pending++
+			case nmsync.ProgressDone, nmsync.ProgressStarted:
+				underWay = true
+			}
+			if progress[j] != nmsync.ProgressExempt {
+				paced++
+			}
 		}
 		if pending == 0 {
 			return nmsync.Admit(progress, 0), time.Time{}
 		}
 		if st == nil {
 			st = &paceState{taints: taints, inFlight: map[string]bool{}}
-			p.pools[key] = st
+			if p.clusters[ck] == nil {
+				p.clusters[ck] = map[string]*paceState{}
+			}
+			p.clusters[ck][pools[i]] = st
 		}
 		st.done = false
 		due := now
@@ -188,7 +198,7 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 		}
 		batch := 0
 		if !now.Before(due) {
-			batch = pacing.BatchSize(countPaced(progress))
+			batch = pacing.BatchSize(paced)
 		}
 		admit := nmsync.Admit(progress, batch)
 		for j, ok := range admit {
@@ -203,10 +213,10 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 
 // finished marks a pool's rollout done once nothing waits, and reports
 // whether it was under way until now (for the closing Event).
-func (p *pacer) finished(key string) bool {
+func (p *pacer) finished(ck, pool string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := p.pools[key]
+	st := p.clusters[ck][pool]
 	if st == nil || st.done {
 		return false
 	}
@@ -214,40 +224,16 @@ func (p *pacer) finished(key string) bool {
 	return true
 }
 
-func (p *pacer) forgetPool(key string) {
+func (p *pacer) forgetPool(ck, pool string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.pools, key)
+	delete(p.clusters[ck], pool)
 }
 
 func (p *pacer) forget(ck string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	deleteClusterKeys(p.pools, ck)
-}
-
-// deleteClusterKeys deletes the entries of a map keyed "cluster/..." that belong
-// to cluster ck.
-func deleteClusterKeys[V any](m map[string]V, ck string) {
-	for k := range m {
-		if strings.HasPrefix(k, ck+"/") {
-			delete(m, k)
-		}
-	}
-}
-
-func countPaced(progress []nmsync.Progress) int {
-	return len(progress) - countOf(progress, nmsync.ProgressExempt)
-}
-
-func countOf(progress []nmsync.Progress, want nmsync.Progress) int {
-	n := 0
-	for _, p := range progress {
-		if p == want {
-			n++
-		}
-	}
-	return n
+	delete(p.clusters, ck)
 }
 
 // rolloutEvents says what a sync did to a pool's rollout, as Event reasons
@@ -278,19 +264,4 @@ func rolloutEvents(ro *Rollout, ended bool) (reasons, messages []string) {
 // paced target held the taints before it.
 func startsRollout(ro *Rollout) bool {
 	return ro != nil && len(ro.Started) > 0 && ro.Done() == len(ro.Started)
-}
-
-// pendingNodes is the hub_node_metadata_noexecute_pending_nodes value.
-func pendingNodes(ro *Rollout) int {
-	if ro == nil {
-		return 0
-	}
-	return len(ro.Waiting)
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

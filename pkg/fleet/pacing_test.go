@@ -116,7 +116,7 @@ func TestPacedRollout(t *testing.T) {
 			_, paced := f.play(t, p, pacing, t0, want, gpu)
 			f.write(paced)
 		}
-		if !p.finished("ns/c/c-workers") || p.finished("ns/c/c-workers") {
+		if !p.finished("ns/c", "c-workers") || p.finished("ns/c", "c-workers") {
 			t.Error("finished: want true once, at the end of the rollout")
 		}
 		// A new value right after the last batch waits the interval after it.
@@ -164,7 +164,6 @@ func TestPacedRollout(t *testing.T) {
 
 	t.Run("a last batch whose write failed is finished at once, and the rollout ends after", func(t *testing.T) {
 		f, p := newRolloutFleet(2), newPacer()
-		key := "ns/c/c-workers"
 		for _, want := range []round{
 			{at: 0, started: []string{"m0", "m1"}, next: -1},
 			// m1's write failed: still in flight, written again at once.
@@ -185,7 +184,7 @@ func TestPacedRollout(t *testing.T) {
 		}
 		d := rolloutDecision(pacing, gpu)
 		d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(2*s)))
-		if d.Results[0].Rollout != nil || !p.finished(key) {
+		if d.Results[0].Rollout != nil || !p.finished("ns/c", "c-workers") {
 			t.Errorf("after every target is Done: rollout %+v, want none and the rollout finished", d.Results[0].Rollout)
 		}
 	})
@@ -258,6 +257,11 @@ func TestRollingOutStatus(t *testing.T) {
 	}
 	if !sameSummary(st, *st.DeepCopy()) {
 		t.Error("sameSummary: a rollout status differs from its copy")
+	}
+	local := st.DeepCopy()
+	local.Rollout.NextBatchTime = &metav1.Time{Time: nb.In(time.FixedZone("east", 3600))}
+	if !sameSummary(st, *local) {
+		t.Error("sameSummary: the same next batch time in another location (as read back from the API) is news")
 	}
 	moved := st.DeepCopy()
 	moved.Rollout.NextBatchTime = &metav1.Time{Time: nb.Add(10 * time.Second)}

@@ -14,6 +14,7 @@ import (
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -315,7 +316,7 @@ func (r *Reconciler) reportRollout(mp *hivev1.MachinePool, ck string, ro *Rollou
 	}
 	// Ended only when every paced target is Done on the spoke: a last batch
 	// whose writes failed, or that the cache does not show yet, is not.
-	ended := ro == nil && r.pacer.finished(ck+"/"+mp.Name)
+	ended := ro == nil && r.pacer.finished(ck, mp.Name)
 	reasons, messages := rolloutEvents(ro, ended)
 	for i, reason := range reasons {
 		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, reason, eventAction, "%s", messages[i])
@@ -453,9 +454,10 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			logger.Info("pool synced", "pool", mp.Name, "patched", c.Patched, "drifted", c.Drifted, "requests", c.Requests, "conflicts", c.Conflicts, "dryRun", r.Opts.DryRun)
 		}
 		r.Metrics.Denied.WithLabelValues(ck, mp.Name).Set(float64(c.Denied))
-		if pr.Phase == "" {
-			r.Metrics.NoExecutePending.WithLabelValues(ck, mp.Name).Set(float64(pendingNodes(pr.Rollout)))
+		if ro := pr.Rollout; ro != nil && len(ro.Waiting) > 0 {
+			r.Metrics.NoExecutePending.WithLabelValues(ck, mp.Name).Set(float64(len(ro.Waiting)))
 		} else {
+			// A series only while a rollout waits: a fleet at rest scrapes none.
 			r.Metrics.NoExecutePending.DeleteLabelValues(ck, mp.Name)
 		}
 		if c.Transient > 0 {
@@ -474,7 +476,7 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 	for p := range prev {
 		if !seen[p] {
 			r.Metrics.ForgetPool(ck, p)
-			r.pacer.forgetPool(ck + "/" + p)
+			r.pacer.forgetPool(ck, p)
 		}
 	}
 }
@@ -548,22 +550,12 @@ type writtenStatus struct {
 }
 
 // sameSummary reports whether two statuses say the same, leaving aside their
-// times and the last batch's Patched count.
+// times and the last batch's Patched count. Semantic equality compares the
+// rollout's next batch time as an instant, whatever its location.
 func sameSummary(a, b v1alpha1.MachinePoolSyncStatus) bool {
-	ra, rb := a.Rollout, b.Rollout
-	a.LastSyncTime, a.LastChangeTime, a.Patched, a.Rollout = nil, nil, 0, nil
-	b.LastSyncTime, b.LastChangeTime, b.Patched, b.Rollout = nil, nil, 0, nil
-	return a == b && sameRollout(ra, rb)
-}
-
-func sameRollout(a, b *v1alpha1.RolloutStatus) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	ta, tb := a.NextBatchTime, b.NextBatchTime
-	x, y := *a, *b
-	x.NextBatchTime, y.NextBatchTime = nil, nil
-	return x == y && (ta == nil) == (tb == nil) && (ta == nil || ta.Equal(tb))
+	a.LastSyncTime, a.LastChangeTime, a.Patched = nil, nil, 0
+	b.LastSyncTime, b.LastChangeTime, b.Patched = nil, nil, 0
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // reportOrphans marks the pools that name a ClusterDeployment that does not

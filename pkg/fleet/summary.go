@@ -91,22 +91,22 @@ func Count(results []nmsync.Result) Counts {
 				c.Transient++
 			}
 		case nmsync.OutcomeSkipped:
-			if r.Reason == nmsync.ReasonSettling {
-				c.Total++
-				c.Drifted++
-				c.Settling++
-				c.DriftedByKind[r.Kind]++
-			} else if r.Reason == ReasonContested {
-				c.Total++
-				c.Drifted++
-				c.Contested++
-				c.DriftedByKind[r.Kind]++
-			} else if r.Reason == nmsync.ReasonMachineNotSynced {
+			switch r.Reason {
+			case nmsync.ReasonSettling, ReasonContested, nmsync.ReasonMachineNotSynced:
+				// Not written, and not delivered: drifted.
 				c.Total++
 				c.Drifted++
 				c.DriftedByKind[r.Kind]++
-			} else if r.Name != "" || r.Reason != "" {
-				c.Skipped++
+				switch r.Reason {
+				case nmsync.ReasonSettling:
+					c.Settling++
+				case ReasonContested:
+					c.Contested++
+				}
+			default:
+				if r.Name != "" || r.Reason != "" {
+					c.Skipped++
+				}
 			}
 		}
 	}
@@ -157,9 +157,6 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 			// Named apart: retrying cannot fix it, someone must look.
 			st.Reason = ReasonWriteDenied
 			st.Message = truncate(fmt.Sprintf("%d object(s) denied by the spoke, retried on a slow cadence; %s", c.Denied, firstDenial(pr.Results)), 1024)
-		case c.Failed == 0 && c.Settling > 0:
-			st.Reason = nmsync.ReasonSettling
-			st.Message = "Nodes changed back right after a write, as nodelink does from a Machine it has not seen updated; written again once it has caught up"
 		default:
 			st.Reason = ReasonWriteFailed
 			st.Message = truncate(firstError(pr.Results), 1024)

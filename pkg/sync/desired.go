@@ -2,9 +2,11 @@ package sync
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -58,6 +60,32 @@ type Desired struct {
 // key:Effect -> value.
 type Reclaim struct {
 	Labels, Taints map[string]string
+}
+
+// Except drops the items m holds with the same value, in the places
+// nodelink copies from (spec.metadata.labels, spec.taints): nodelink's copy
+// of those is right, not a copy-back.
+func (r Reclaim) Except(m *machinev1beta1.Machine) Reclaim {
+	var out Reclaim
+	for k, v := range r.Labels {
+		if have, ok := m.Spec.ObjectMeta.Labels[k]; !ok || have != v {
+			out.Labels = putPair(out.Labels, k, v)
+		}
+	}
+	for id, v := range r.Taints {
+		if !slices.ContainsFunc(m.Spec.Taints, func(t corev1.Taint) bool { return taintID(t) == id && t.Value == v }) {
+			out.Taints = putPair(out.Taints, id, v)
+		}
+	}
+	return out
+}
+
+func putPair(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
 }
 
 // Problem is one invalid item of a MachinePool spec.

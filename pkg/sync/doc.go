@@ -35,9 +35,10 @@
 // Started. PacedDesired holds back, on every target a batch did not take, the
 // paced taints its Machine and Node both lack: the planner neither adds nor
 // changes them, keeps an observed copy as it is and its ownership as
-// recorded, and plans the rest of the pool as usual. Removals are never deferred. FuzzPacedRollout checks that
-// one round never gives a NoExecute taint to more Pending targets than the
-// batch. When to start a batch is the caller's (it needs a clock).
+// recorded, and plans the rest of the pool as usual. Removals are never
+// deferred. FuzzPacedRollout checks that one round never gives a NoExecute
+// taint that neither side held to more targets than the batch. When to start
+// a batch is the caller's (it needs a clock).
 //
 // # Living beside nodelink
 //
@@ -55,7 +56,8 @@
 // The caller (pkg/fleet) remembers, per Node, the items it removed and the
 // values it replaced, for two minutes. An item that comes back with the very
 // value removed, neither declared nor owned, while the Machine does not hold
-// it, is removed again (OpReclaim; a reclaim does not extend the two minutes);
+// it (Reclaim.Except), is removed again (OpReclaim; a reclaim does not extend
+// the two minutes);
 // a value set back to the one replaced is an ordinary Update. Either is
 // written only once NodeSettle (2 s) has passed since the Node's last write
 // (Applier.Settle), so nodelink has caught up, usually fixes a label itself,

@@ -203,33 +203,19 @@ func holds(taints []corev1.Taint, p corev1.Taint) bool {
 	return false
 }
 
-// Deferring returns d with its paced taints held back: on an object planned
-// with it, a paced taint is neither added nor changed, and nothing about it
-// is removed or newly recorded as owned. Everything else of d applies.
-func (d Desired) Deferring() Desired {
-	return d.deferring(PacedTaints(d))
-}
-
 // DeferringFor returns d with the paced taints that neither t's Machine nor
-// its Node holds with the pool's value held back: the ones on one side only
-// are finished, the others wait for a batch that takes t.
+// its Node holds with the pool's value held back: on an object planned with
+// it, such a taint is neither added nor changed, and nothing about it is
+// removed or newly recorded as owned. The ones on one side only are
+// finished, and everything else of d applies.
 func (d Desired) DeferringFor(t Target) Desired {
-	var neither []corev1.Taint
 	for _, p := range PacedTaints(d) {
 		if !holds(t.Machine.Spec.Taints, p) && (t.Node == nil || !holds(t.Node.Spec.Taints, p)) {
-			neither = append(neither, p)
+			if d.Deferred == nil {
+				d.Deferred = map[string]bool{}
+			}
+			d.Deferred[taintID(p)] = true
 		}
-	}
-	return d.deferring(neither)
-}
-
-func (d Desired) deferring(taints []corev1.Taint) Desired {
-	if len(taints) == 0 {
-		return d
-	}
-	d.Deferred = make(map[string]bool, len(taints))
-	for _, t := range taints {
-		d.Deferred[taintID(t)] = true
 	}
 	return d
 }

@@ -146,7 +146,7 @@ func TestAdmit(t *testing.T) {
 // TestDeferringPlans: a deferred NoExecute taint is neither added, nor
 // changed, nor adopted, nor removed; the rest of the pool applies.
 func TestDeferringPlans(t *testing.T) {
-	d := Desired{Labels: pairs("a", "1"), Taints: []corev1.Taint{taint("gpu", "new", noExecute), taint("b", "", noSchedule)}}.Deferring()
+	d := Desired{Labels: pairs("a", "1"), Taints: []corev1.Taint{taint("gpu", "new", noExecute), taint("b", "", noSchedule)}}
 	for _, tc := range []struct {
 		name       string
 		node       *corev1.Node
@@ -162,7 +162,7 @@ func TestDeferringPlans(t *testing.T) {
 			[]corev1.Taint{taint("gpu", "theirs", noExecute), taint("b", "", noSchedule)}, "b:NoSchedule"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanNode(d, tc.node)
+			p := PlanNode(d.DeferringFor(Target{Machine: newMachine("m"), Node: tc.node}), tc.node)
 			after := applyPatch(t, tc.node, p.Patch)
 			if diff := cmp.Diff(tc.wantTaints, after.Spec.Taints); diff != "" {
 				t.Errorf("taints (-want +got):\n%s", diff)
@@ -302,5 +302,19 @@ func TestReclaim(t *testing.T) {
 	}
 	if again := PlanNode(d, after); !again.InSync() {
 		t.Errorf("not in sync after the reclaim: %s", again.Patch)
+	}
+}
+
+// TestReclaimExcept: what the Machine itself holds is nodelink's to copy,
+// and is not reclaimed; another value on the Machine does not count.
+func TestReclaimExcept(t *testing.T) {
+	r := Reclaim{
+		Labels: map[string]string{"copied": "v1", "gone": "v1"},
+		Taints: map[string]string{"copied:NoSchedule": "t1", "gone:NoSchedule": "t1"},
+	}
+	m := newMachine("m", machineNodeLabels("copied", "v1", "gone", "other"), machineTaints(taint("copied", "t1", noSchedule), taint("gone", "t2", noSchedule)))
+	want := Reclaim{Labels: map[string]string{"gone": "v1"}, Taints: map[string]string{"gone:NoSchedule": "t1"}}
+	if diff := cmp.Diff(want, r.Except(m)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
