@@ -26,33 +26,38 @@ import (
 // spoke, so that a kill lands in the middle of a rollout.
 var slowFlags = []string{"--writes-per-cluster", "1", "--spoke-qps", "5", "--spoke-burst", "1"}
 
-var (
-	binOnce gosync.Once
-	binPath string
-	binErr  error
-)
+// builtOnce is a binary built once per test process.
+type builtOnce struct {
+	once gosync.Once
+	path string
+	err  error
+}
+
+func (b *builtOnce) get(t *testing.T, build func() (string, error)) string {
+	t.Helper()
+	b.once.Do(func() { b.path, b.err = build() })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+var controllerBin builtOnce
 
 // controllerBinary builds cmd/hub-controller once per test process (with the
 // test build's flags, so that it reuses the build cache).
 func controllerBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
+	return controllerBin.get(t, func() (string, error) {
 		dir, err := os.MkdirTemp("", "hub-controller-bin-")
 		if err != nil {
-			binErr = err
-			return
+			return "", err
 		}
-		binPath = filepath.Join(dir, "hub-controller")
-		cmd := exec.Command("go", "build", "-o", binPath, "../cmd/hub-controller")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		path := filepath.Join(dir, "hub-controller")
+		if out, err := exec.Command("go", "build", "-o", path, "../cmd/hub-controller").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build: %v\n%s", err, out)
 		}
+		return path, nil
 	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
 }
 
 // controllerKubeconfig writes a kubeconfig for the controller's identity
@@ -146,6 +151,20 @@ func (p *controllerProcess) scrape() (string, error) {
 	return b.String(), err
 }
 
+// driftRows runs `hub-controller drift -o json` against the fleet's hub.
+func driftRows(t *testing.T, ctx context.Context, f *localfleet.Fleet) []fleet.DriftRow {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("drift: %v", err)
+	}
+	var rows []fleet.DriftRow
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("drift -o json: %v\n%s", err, out)
+	}
+	return rows
+}
+
 func TestDriftCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -157,14 +176,7 @@ func TestDriftCommand(t *testing.T) {
 	if _, err := s1.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/new"] = "1" }); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath, "-o", "json").Output()
-	if err != nil {
-		t.Fatalf("drift: %v", err)
-	}
-	var rows []fleet.DriftRow
-	if err := json.Unmarshal(out, &rows); err != nil {
-		t.Fatalf("drift -o json: %v\n%s", err, out)
-	}
+	rows := driftRows(t, ctx, f)
 	if len(rows) != 2 {
 		t.Fatalf("want 2 rows, got %+v", rows)
 	}

@@ -226,14 +226,7 @@ func TestControllerEndToEnd(t *testing.T) {
 
 	// Out-of-band drift: someone removes the pool label from a Node.
 	victim := node.Name
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n := &corev1.Node{}
-		if err := s1.Admin.Get(ctx, types.NamespacedName{Name: victim}, n); err != nil {
-			return err
-		}
-		delete(n.Labels, "node-role.kubernetes.io/infra")
-		return s1.Admin.Update(ctx, n)
-	}); err != nil {
+	if err := s1.RemoveNodeLabel(ctx, victim, "node-role.kubernetes.io/infra"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "out-of-band removal repaired", 30*time.Second, func() bool {

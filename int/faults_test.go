@@ -2,9 +2,7 @@ package int_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +11,6 @@ import (
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -186,17 +183,7 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 	// again, for 8 seconds.
 	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
-		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			n := &corev1.Node{}
-			if err := s.Admin.Get(ctx, types.NamespacedName{Name: victim}, n); err != nil {
-				return err
-			}
-			if _, ok := n.Labels["node-role.kubernetes.io/infra"]; !ok {
-				return nil
-			}
-			delete(n.Labels, "node-role.kubernetes.io/infra")
-			return s.Admin.Update(ctx, n)
-		})
+		_ = s.RemoveNodeLabel(ctx, victim, "node-role.kubernetes.io/infra")
 		time.Sleep(200 * time.Millisecond)
 	}
 	writes := 0
@@ -221,13 +208,9 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 		return err == nil && held.Status.Phase == v1alpha1.PhaseContested && held.Status.Drifted >= 1 && strings.Contains(held.Status.Message, victim)
 	})
 	// The drift report, read live, counts the same objects as not delivered.
-	out, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath, "-o", "json").Output()
-	if err != nil {
-		t.Fatalf("drift: %v", err)
-	}
-	var rows []fleet.DriftRow
-	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
-		t.Fatalf("drift -o json: %v\n%s", err, out)
+	rows := driftRows(t, ctx, f)
+	if len(rows) != 1 {
+		t.Fatalf("drift -o json: want 1 row, got %+v", rows)
 	}
 	if r := rows[0]; r.DriftedMachines+r.DriftedNodes != held.Status.Drifted || r.Machines+r.Nodes != held.Status.Total {
 		t.Errorf("status says %d of %d objects drifted (%s), the drift report %d+%d of %d+%d", held.Status.Drifted, held.Status.Total,

@@ -4,49 +4,27 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	gosync "sync"
 	"testing"
 	"time"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
-var (
-	nodelinkOnce gosync.Once
-	nodelinkPath string
-	nodelinkErr  error
-)
+var nodelinkBin builtOnce
 
 // nodelinkBinary builds (once, cached beside the control plane) machine-api's
 // nodelink-controller with hack/nodelink.sh.
 func nodelinkBinary(t *testing.T) string {
-	t.Helper()
-	nodelinkOnce.Do(func() {
-		cmd := exec.Command("../hack/nodelink.sh")
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			nodelinkErr = fmt.Errorf("hack/nodelink.sh: %v", err)
-			return
-		}
-		nodelinkPath = strings.TrimSpace(string(out))
-	})
-	if nodelinkErr != nil {
-		t.Fatal(nodelinkErr)
-	}
-	return nodelinkPath
+	return nodelinkBin.get(t, func() (string, error) { return localfleet.BuildNodelink("../hack/nodelink.sh") })
 }
 
 // nodelinkCycles is how many add/remove cycles each lag setting plays:
@@ -219,14 +197,7 @@ func besideNodelink(t *testing.T, lag time.Duration) {
 	// An out-of-band removal of a pool label from a Node is repaired.
 	nodes, _ := s.Nodes(ctx, "infra")
 	victim := nodes[0].Name
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n := &corev1.Node{}
-		if err := s.Admin.Get(ctx, types.NamespacedName{Name: victim}, n); err != nil {
-			return err
-		}
-		delete(n.Labels, "node-role.kubernetes.io/infra")
-		return s.Admin.Update(ctx, n)
-	}); err != nil {
+	if err := s.RemoveNodeLabel(ctx, victim, "node-role.kubernetes.io/infra"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "an out-of-band removal repaired", 10*time.Second, func() bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -250,13 +249,9 @@ func TestNoExecutePacedRollout(t *testing.T) {
 	}
 
 	// The drift report lists the paced taint as pending.
-	out, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath, "-o", "json").Output()
-	if err != nil {
-		t.Fatalf("drift: %v", err)
-	}
-	var rows []fleet.DriftRow
-	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
-		t.Fatalf("drift -o json: %v\n%s", err, out)
+	rows := driftRows(t, ctx, f)
+	if len(rows) != 1 {
+		t.Fatalf("drift -o json: want 1 row, got %+v", rows)
 	}
 	if r := rows[0]; r.State != v1alpha1.PhaseRollingOut || r.PendingNoExecute != gpuKey+"=true:NoExecute" || r.PendingNodes < 1 || r.PendingNodes > pacedNodes-pacedBatch {
 		t.Errorf("drift row during the rollout: %+v", r)

@@ -27,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -867,14 +866,7 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 		}
 		victim := nodes[0].Name
 		for i := range 2 {
-			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				n := &corev1.Node{}
-				if err := drifting.Admin.Get(ctx, types.NamespacedName{Name: victim}, n); err != nil {
-					return err
-				}
-				delete(n.Labels, "node-role.kubernetes.io/infra")
-				return drifting.Admin.Update(ctx, n)
-			}); err != nil {
+			if err := drifting.RemoveNodeLabel(ctx, victim, "node-role.kubernetes.io/infra"); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, fmt.Sprintf("removal %d repaired", i+1), 30*time.Second, func() bool {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -41,7 +40,7 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 	// spoke-1 runs machine-api's real nodelink controller, as every
 	// OpenShift cluster does: it copies Machine labels and taints onto Nodes
 	// beside the hub's writes.
-	if bin, err := nodelinkBinary(); err != nil {
+	if bin, err := localfleet.BuildNodelink("hack/nodelink.sh"); err != nil {
 		fmt.Printf("nodelink not started (%v); the demo goes on without it\n", err)
 	} else if nl, err := f.Spokes()[0].RunNodelink(ctx, bin, 0); err != nil {
 		fmt.Printf("nodelink not started (%v); the demo goes on without it\n", err)
@@ -113,14 +112,7 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 		return fmt.Errorf("nodes of %s: %v", s2.Name, err)
 	}
 	victim := nodes[0].Name
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n := &corev1.Node{}
-		if err := s2.Admin.Get(ctx, types.NamespacedName{Name: victim}, n); err != nil {
-			return err
-		}
-		delete(n.Labels, "node-role.kubernetes.io/infra")
-		return s2.Admin.Update(ctx, n)
-	}); err != nil {
+	if err := s2.RemoveNodeLabel(ctx, victim, "node-role.kubernetes.io/infra"); err != nil {
 		return err
 	}
 	start = time.Now()
@@ -175,18 +167,6 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 }
 
 func step(s string) { fmt.Printf("\n== %s\n", s) }
-
-// nodelinkBinary builds (once, then from the cache) machine-api's nodelink
-// controller with hack/nodelink.sh.
-func nodelinkBinary() (string, error) {
-	cmd := exec.Command("hack/nodelink.sh")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(out)), nil
-}
 
 // pacedRollout adds a NoExecute taint to a pool paced 1 Node every 3 s, with
 // a label in the same change, and prints the rollout as the pool's

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	gosync "sync"
 	"time"
 )
@@ -29,39 +29,49 @@ type Nodelink struct {
 	done  chan struct{}
 }
 
+// BuildNodelink runs script (hack/nodelink.sh, which builds the binary once
+// and then finds it in the cache) and returns the binary's path.
+func BuildNodelink(script string) (string, error) {
+	cmd := exec.Command(script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", script, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // RunNodelink starts binary (hack/nodelink.sh builds it) against the spoke
 // with its own admin credential, through a TCP proxy that delivers what the
 // spoke sends lag late (0: no lag). It runs until Stop or ctx ends.
-func (s *Spoke) RunNodelink(ctx context.Context, binary string, lag time.Duration) (*Nodelink, error) {
+func (s *Spoke) RunNodelink(ctx context.Context, binary string, lag time.Duration) (_ *Nodelink, err error) {
 	cfg, err := adminConfig(s.apiServer, NodelinkUser)
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(s.URL())
+	p, err := s.newProxy()
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewProxy(u.Host)
-	if err != nil {
-		return nil, err
-	}
+	defer func() {
+		if err != nil {
+			_ = p.Close()
+		}
+	}()
 	p.SetResponseLag(lag)
 	cfg.Host = "https://" + p.Addr()
 	dir := filepath.Join(s.fleet.dir, s.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		_ = p.Close()
 		return nil, err
 	}
 	kc := filepath.Join(dir, "nodelink.kubeconfig")
 	if err := writeKubeconfig(kc, s.Name, cfg); err != nil {
-		_ = p.Close()
 		return nil, err
 	}
 	n := &Nodelink{proxy: p, done: make(chan struct{})}
 	n.cmd = exec.CommandContext(ctx, binary, "--namespace", MachineAPINamespace, "--kubeconfig", kc, "-v", "2")
 	n.cmd.Stdout, n.cmd.Stderr = n, n
 	if err := n.cmd.Start(); err != nil {
-		_ = p.Close()
 		return nil, fmt.Errorf("start nodelink: %w", err)
 	}
 	go func() {

@@ -185,6 +185,23 @@ func (s *Spoke) createNode(ctx context.Context, machine string, mutate func(*mac
 	return m, n, nil
 }
 
+// RemoveNodeLabel removes label key from a Node as someone on the spoke
+// would, by hand (an Update as the spoke's admin); nothing is written if the
+// Node lacks it.
+func (s *Spoke) RemoveNodeLabel(ctx context.Context, node, key string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := s.Admin.Get(ctx, types.NamespacedName{Name: node}, n); err != nil {
+			return err
+		}
+		if _, ok := n.Labels[key]; !ok {
+			return nil
+		}
+		delete(n.Labels, key)
+		return s.Admin.Update(ctx, n)
+	})
+}
+
 // DeleteMachine deletes a Machine and its Node.
 func (s *Spoke) DeleteMachine(ctx context.Context, machine string) error {
 	m := &machinev1beta1.Machine{}

@@ -247,15 +247,20 @@ func lagLine(dst, src net.Conn, lag time.Duration) {
 	}
 }
 
-// UseProxy puts a Proxy between the hub and the spoke: the hub Secret's
-// kubeconfig is rewritten to name the proxy. The proxy is closed when ctx
-// is done or by the caller.
-func (s *Spoke) UseProxy(ctx context.Context) (*Proxy, error) {
+// newProxy starts a Proxy in front of the spoke's API server.
+func (s *Spoke) newProxy() (*Proxy, error) {
 	u, err := url.Parse(s.URL())
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewProxy(u.Host)
+	return NewProxy(u.Host)
+}
+
+// UseProxy puts a Proxy between the hub and the spoke: the hub Secret's
+// kubeconfig is rewritten to name the proxy. The proxy is closed when ctx
+// is done or by the caller.
+func (s *Spoke) UseProxy(ctx context.Context) (*Proxy, error) {
+	p, err := s.newProxy()
 	if err != nil {
 		return nil, err
 	}
