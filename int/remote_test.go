@@ -235,7 +235,7 @@ func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
-	cache := remote.NewCache(f.Hub.Client, remote.Options{ProbeInterval: time.Second})
+	cache := remote.NewManager(f.Hub.Client, remote.Options{ProbeInterval: time.Second})
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- cache.Start(cctx) }()

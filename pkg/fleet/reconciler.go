@@ -73,7 +73,7 @@ const indexClusterBySecret = "spec.clusterMetadata.adminKubeconfigSecretRef.name
 // is the ClusterDeployment's key.
 type Reconciler struct {
 	Hub      client.Client
-	Spokes   *remote.Cache
+	Spokes   *remote.Manager
 	Recorder events.EventRecorder
 	Metrics  *Metrics
 	Opts     Options

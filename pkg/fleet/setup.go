@@ -260,7 +260,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	// Kubeconfig Secrets: their metadata from a watch (name and resourceVersion
 	// only, see CacheOptions), their content read uncached, once per change.
 	opts.Remote.SecretMeta = mgr.GetCache()
-	spokes := remote.NewCache(mgr.GetAPIReader(), opts.Remote)
+	spokes := remote.NewManager(mgr.GetAPIReader(), opts.Remote)
 	if err := mgr.Add(spokes); err != nil {
 		return nil, err
 	}

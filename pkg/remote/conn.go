@@ -39,7 +39,7 @@ type conn struct {
 }
 
 // newConn builds the connection from a prepared config. It does no I/O.
-func (c *Cache) newConn(cluster types.NamespacedName, p *prepared) (*conn, error) {
+func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, error) {
 	cn := &conn{
 		key:        p.key,
 		server:     p.cfg.Host,

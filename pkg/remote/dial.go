@@ -10,7 +10,7 @@ import (
 
 // DialReader builds a one-shot, uncached reader of cd's spoke for command
 // line tools (hub-controller drift): the same eligibility, kubeconfig checks,
-// allow-list and request timeout as the Cache, but no cache, no probing and
+// allow-list and request timeout as the Manager, but no cache, no probing and
 // no background work. It reads the Secret once and does no spoke I/O itself.
 // The returned func closes the spoke's connections. An ineligible cluster or
 // an unusable Secret gives an error wrapping ErrNotConnected with its Reason.
@@ -24,7 +24,7 @@ func DialReader(ctx context.Context, secrets client.Reader, cd *hivev1.ClusterDe
 	if err != nil {
 		return nil, nil, &notConnectedError{cluster: key.String(), reason: classify(err), message: err.Error()}
 	}
-	cn, err := NewCache(secrets, opts).newConn(key, p) // never started: only its shared parts are used
+	cn, err := NewManager(secrets, opts).newConn(key, p) // never started: only its shared parts are used
 	if err != nil {
 		return nil, nil, &notConnectedError{cluster: key.String(), reason: classify(err), message: err.Error()}
 	}

@@ -3,7 +3,7 @@
 //
 // # Usage
 //
-// A Cache runs as a manager.Runnable on the elected leader only. The fleet controller calls
+// A Manager runs as a manager.Runnable on the elected leader only. The fleet controller calls
 // Ensure on every reconcile of a ClusterDeployment, GetSpoke to get a Spoke, Forget when the
 // ClusterDeployment is gone, and turns Subscribe's channel into reconcile requests
 // (source.Channel). It never requeues to wait for a connection: a connect or disconnect is a

@@ -20,7 +20,7 @@ func Example() {
 		uncachedHub client.Reader // e.g. mgr.GetAPIReader()
 		cd          *hivev1.ClusterDeployment
 	)
-	cache := remote.NewCache(uncachedHub, remote.Options{})
+	cache := remote.NewManager(uncachedHub, remote.Options{})
 	notifications := cache.Subscribe() // feed to source.Channel before mgr.Add(cache)
 	_ = notifications
 

@@ -244,7 +244,7 @@ func fastOptions() Options {
 }
 
 // startCache starts c and stops it (waiting) at test cleanup.
-func startCache(t *testing.T, c *Cache) {
+func startCache(t *testing.T, c *Manager) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -14,7 +14,7 @@ const MetricsPrefix = "hub_node_metadata_remote_"
 // Metrics are the package's Prometheus metrics. A nil *Metrics records nothing.
 //
 // Cardinality: the per-cluster series (connected, connection_errors_total) are deleted by
-// Cache.Forget; the request series carry no cluster label on purpose (fleet-wide latency and
+// Manager.Forget; the request series carry no cluster label on purpose (fleet-wide latency and
 // error rates, bounded by verbs x resources x codes).
 type Metrics struct {
 	// Connected is 1 while the cluster (namespace/name) has a healthy, synced connection, else 0.

@@ -19,7 +19,7 @@ import (
 //
 // Every call is bounded by Options.RequestTimeout (a shorter deadline in ctx wins). Once the
 // connection is torn down (health failure, rotation, Forget, ineligibility) every call fails at
-// once with an error wrapping ErrNotConnected; get a fresh Spoke from Cache.GetSpoke.
+// once with an error wrapping ErrNotConnected; get a fresh Spoke from Manager.GetSpoke.
 type Spoke interface {
 	// Reader reads from the spoke's trimmed cache: the pools' MachineSets and Machines in
 	// openshift-machine-api, and Nodes. Other types fail (the cache holds nothing else).

@@ -258,7 +258,7 @@ func (s *kindStore) Delete(obj any) error {
 }
 
 // Replace swaps in a fresh list. The first one marks the kind synced (the connect is
-// notified by the Cache); a later one (a re-list) notifies if anything differs.
+// notified by the Manager); a later one (a re-list) notifies if anything differs.
 func (s *kindStore) Replace(list []any, _ string) error {
 	items := make(map[string]*record, len(list))
 	for _, obj := range list {

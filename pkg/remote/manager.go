@@ -48,7 +48,7 @@ const (
 	backoffJitter = 0.2
 )
 
-// Options configure a Cache. Zero values take the defaults above.
+// Options configure a Manager. Zero values take the defaults above.
 type Options struct {
 	// QPS and Burst limit each spoke client (not the fleet).
 	QPS   float32
@@ -165,8 +165,8 @@ type Status struct {
 	Since time.Time
 }
 
-// Cache holds one connection per spoke cluster. See the package documentation for its contract.
-type Cache struct {
+// Manager holds one connection per spoke cluster. See the package documentation for its contract.
+type Manager struct {
 	secrets client.Reader
 	opts    Options
 	log     logr.Logger
@@ -186,11 +186,11 @@ type Cache struct {
 }
 
 var (
-	_ manager.Runnable               = (*Cache)(nil)
-	_ manager.LeaderElectionRunnable = (*Cache)(nil)
+	_ manager.Runnable               = (*Manager)(nil)
+	_ manager.LeaderElectionRunnable = (*Manager)(nil)
 )
 
-// entry is the state of one cluster. All fields are guarded by Cache.mu.
+// entry is the state of one cluster. All fields are guarded by Manager.mu.
 type entry struct {
 	cluster types.NamespacedName
 	label   string // namespace/name, for metrics and logs
@@ -219,11 +219,11 @@ type worker struct {
 	wake   chan struct{} // cap 1
 }
 
-// NewCache returns a Cache. secrets must be an uncached reader: only the kubeconfig Secret named
+// NewManager returns a Manager. secrets must be an uncached reader: only the kubeconfig Secret named
 // by each ClusterDeployment is ever read, with Get, so the hub never caches Secrets wholesale.
-func NewCache(secrets client.Reader, opts Options) *Cache {
+func NewManager(secrets client.Reader, opts Options) *Manager {
 	opts = opts.withDefaults()
-	return &Cache{
+	return &Manager{
 		secrets:  secrets,
 		opts:     opts,
 		log:      opts.Logger.WithName("remote"),
@@ -236,14 +236,14 @@ func NewCache(secrets client.Reader, opts Options) *Cache {
 }
 
 // NeedLeaderElection makes only the elected replica connect to spokes.
-func (c *Cache) NeedLeaderElection() bool { return true }
+func (c *Manager) NeedLeaderElection() bool { return true }
 
 // Ensure registers or refreshes the desired connection for cd and returns the current Status.
 // It reads the kubeconfig Secret from the hub but never talks to the spoke: connecting,
 // reconnecting and health checking happen in the background. An ineligible cd is disconnected.
 // Calling it on every reconcile is cheap; it reconnects only when the connection key (Secret
 // name and resourceVersion, API URL in use, IP override) changes.
-func (c *Cache) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Status {
+func (c *Manager) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Status {
 	if cd == nil {
 		return Status{Reason: ReasonNoClusterMetadata, Message: "no ClusterDeployment"}
 	}
@@ -333,7 +333,7 @@ func (c *Cache) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Status
 }
 
 // secretVersion returns the resourceVersion of a Secret from Options.SecretMeta.
-func (c *Cache) secretVersion(ctx context.Context, key types.NamespacedName) (rv string, found bool, err error) {
+func (c *Manager) secretVersion(ctx context.Context, key types.NamespacedName) (rv string, found bool, err error) {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if err := c.opts.SecretMeta.Get(ctx, key, m); err != nil {
@@ -347,7 +347,7 @@ func (c *Cache) secretVersion(ctx context.Context, key types.NamespacedName) (rv
 
 // GetSpoke returns the connected Spoke, or at once an error wrapping ErrNotConnected with the
 // Reason (see ReasonOf). It never blocks on the network.
-func (c *Cache) GetSpoke(cluster types.NamespacedName) (Spoke, error) {
+func (c *Manager) GetSpoke(cluster types.NamespacedName) (Spoke, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.clusters[cluster]
@@ -361,7 +361,7 @@ func (c *Cache) GetSpoke(cluster types.NamespacedName) (Spoke, error) {
 }
 
 // Status returns the cluster's connection state without blocking.
-func (c *Cache) Status(cluster types.NamespacedName) Status {
+func (c *Manager) Status(cluster types.NamespacedName) Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.clusters[cluster]; e != nil {
@@ -372,7 +372,7 @@ func (c *Cache) Status(cluster types.NamespacedName) Status {
 
 // Forget tears the cluster's connection down (in the background) and forgets it, including its
 // metric series. Use it when the ClusterDeployment is deleted.
-func (c *Cache) Forget(cluster types.NamespacedName) {
+func (c *Manager) Forget(cluster types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.clusters[cluster]
@@ -387,13 +387,13 @@ func (c *Cache) Forget(cluster types.NamespacedName) {
 // Subscribe returns a channel that receives a cluster's key when it connects, disconnects, and
 // when a Machine, MachineSet or Node in its cache is added, deleted or meaningfully updated.
 //
-// Notifications are never dropped and never block the Cache: keys pending for a subscriber are
+// Notifications are never dropped and never block the Manager: keys pending for a subscriber are
 // coalesced (a key is queued at most once until it is received), and every event is followed
 // by at least one delivery of its key. Keys arrive in the order they became pending. A key says
 // only "look at this cluster again": read Status or GetSpoke for the current state. The channel
 // is closed after Start returns. Each call creates an independent subscription; call it before
 // Start to miss nothing.
-func (c *Cache) Subscribe() <-chan types.NamespacedName {
+func (c *Manager) Subscribe() <-chan types.NamespacedName {
 	s := newSubscriber()
 	c.mu.Lock()
 	c.subs = append(c.subs, s)
@@ -404,7 +404,7 @@ func (c *Cache) Subscribe() <-chan types.NamespacedName {
 
 // Start runs the background connection workers until ctx is done, then tears every connection
 // down and returns. It implements manager.Runnable.
-func (c *Cache) Start(ctx context.Context) error {
+func (c *Manager) Start(ctx context.Context) error {
 	c.mu.Lock()
 	if c.ctx != nil {
 		c.mu.Unlock()
@@ -431,7 +431,7 @@ func (c *Cache) Start(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cache) entryLocked(key types.NamespacedName) *entry {
+func (c *Manager) entryLocked(key types.NamespacedName) *entry {
 	e := c.clusters[key]
 	if e == nil {
 		e = &entry{cluster: key, label: key.String(), status: Status{Reason: ReasonConnecting, Since: c.opts.Clock.Now()}}
@@ -441,7 +441,7 @@ func (c *Cache) entryLocked(key types.NamespacedName) *entry {
 	return e
 }
 
-func (c *Cache) setStatusLocked(e *entry, connected bool, reason Reason, message string) {
+func (c *Manager) setStatusLocked(e *entry, connected bool, reason Reason, message string) {
 	if e.status.Connected != connected || e.status.Reason != reason {
 		e.status.Since = c.opts.Clock.Now()
 	}
@@ -450,7 +450,7 @@ func (c *Cache) setStatusLocked(e *entry, connected bool, reason Reason, message
 
 // disconnectLocked stops e's worker (its resources are released in the background), closes the
 // live Spoke so holders fail fast, and records the status. It never blocks.
-func (c *Cache) disconnectLocked(e *entry, reason Reason, message string, isError bool) {
+func (c *Manager) disconnectLocked(e *entry, reason Reason, message string, isError bool) {
 	if e.worker != nil {
 		e.worker.cancel()
 		e.worker = nil
@@ -472,19 +472,19 @@ func (c *Cache) disconnectLocked(e *entry, reason Reason, message string, isErro
 	}
 }
 
-func (c *Cache) notifyLocked(key types.NamespacedName) {
+func (c *Manager) notifyLocked(key types.NamespacedName) {
 	for _, s := range c.subs {
 		s.push(key)
 	}
 }
 
-func (c *Cache) notify(key types.NamespacedName) {
+func (c *Manager) notify(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.notifyLocked(key)
 }
 
-func (c *Cache) startWorkerLocked(e *entry) {
+func (c *Manager) startWorkerLocked(e *entry) {
 	if c.ctx == nil || c.stopped {
 		return // Start launches it
 	}
@@ -500,7 +500,7 @@ func (c *Cache) startWorkerLocked(e *entry) {
 }
 
 // current reports whether w is still e's worker and e is still registered.
-func (c *Cache) currentLocked(e *entry, w *worker) bool {
+func (c *Manager) currentLocked(e *entry, w *worker) bool {
 	return e.worker == w && c.clusters[e.cluster] == e
 }
 
@@ -516,7 +516,7 @@ type result struct {
 }
 
 // run is the per-cluster worker: connect, monitor, disconnect, back off, repeat.
-func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
+func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 	log := c.log.WithValues("cluster", e.label)
 	bo := c.opts.newBackoff()
 	for {
@@ -623,7 +623,7 @@ func (c *Cache) run(ctx context.Context, e *entry, w *worker) {
 }
 
 // sleep waits d, or less if Ensure reports new connection settings. False means stop.
-func (c *Cache) sleep(ctx context.Context, e *entry, w *worker, d time.Duration) bool {
+func (c *Manager) sleep(ctx context.Context, e *entry, w *worker, d time.Duration) bool {
 	t := c.opts.Clock.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -647,7 +647,7 @@ func (c *Cache) sleep(ctx context.Context, e *entry, w *worker, d time.Duration)
 // given, build, probe, start the cache and wait for it to sync, all within ConnectTimeout. It
 // returns the prepared config it used (nil if the Secret read failed). On error nothing is
 // left running.
-func (c *Cache) connect(ctx context.Context, t target, p *prepared) (*conn, *prepared, error) {
+func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *prepared, error) {
 	connectCtx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	if p == nil {
@@ -699,7 +699,7 @@ func (c *Cache) connect(ctx context.Context, t target, p *prepared) (*conn, *pre
 // that stops answering, which fails its watches; a request or watch that fails at the
 // transport makes the spoke suspect, and only then is it probed (GET /version, ProbeTimeout).
 // ProbeFailureThreshold consecutive failed probes, ProbeInterval apart, disconnect it.
-func (c *Cache) monitor(ctx context.Context, e *entry, w *worker, cn *conn) result {
+func (c *Manager) monitor(ctx context.Context, e *entry, w *worker, cn *conn) result {
 	connectedAt := c.opts.Clock.Now()
 	stable := func() bool { return c.opts.Clock.Since(connectedAt) >= c.opts.ProbeInterval }
 	authResult := func() result {

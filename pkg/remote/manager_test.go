@@ -25,7 +25,7 @@ func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	opts := fastOptions()
 	opts.Metrics = NewMetrics(reg)
-	c := NewCache(hub, opts)
+	c := NewManager(hub, opts)
 	events := c.Subscribe()
 
 	// Before Start nothing connects, but Ensure records the wish.
@@ -129,7 +129,7 @@ func TestCacheProbeFailuresDisconnectThenReconnect(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	opts := fastOptions()
 	opts.Metrics = NewMetrics(reg)
-	c := NewCache(hub, opts)
+	c := NewManager(hub, opts)
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD())
 	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
@@ -161,7 +161,7 @@ func TestCacheReconnectsOn401WithRotatedSecret(t *testing.T) {
 	// A huge backoff proves the reconnect after a 401 does not wait for it.
 	opts.BackoffBase, opts.BackoffCap = time.Hour, time.Hour
 	opts.ProbeFailureThreshold = 1000
-	c := NewCache(hub, opts)
+	c := NewManager(hub, opts)
 	events := c.Subscribe()
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD())
@@ -209,7 +209,7 @@ func TestCacheConnectErrorsAreClassified(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := NewCache(hubReader(kubeconfigSecret(tc.kubeconfig)), fastOptions())
+			c := NewManager(hubReader(kubeconfigSecret(tc.kubeconfig)), fastOptions())
 			startCache(t, c)
 			c.Ensure(context.Background(), eligibleCD())
 			eventually(t, "reason "+string(tc.want), 5*time.Second, func() bool { return c.Status(testCluster).Reason == tc.want })
@@ -227,7 +227,7 @@ func TestCacheIPOverrideDialsIPWithURLHostAsTLSName(t *testing.T) {
 	port = port[len("127.0.0.1:"):]
 	server := "https://example.com:" + port
 	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, server, spokeSrv.caPEM(), "tok", nil)))
-	c := NewCache(hub, fastOptions())
+	c := NewManager(hub, fastOptions())
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD(func(cd *hivev1.ClusterDeployment) {
 		cd.Spec.ControlPlaneConfig.APIServerIPOverride = "127.0.0.1"
@@ -245,7 +245,7 @@ func TestCacheIPOverrideDialsIPWithURLHostAsTLSName(t *testing.T) {
 func TestCacheEnsureForgetLeavesNoGoroutines(t *testing.T) {
 	spokeSrv := newFakeSpoke(t, "tok")
 	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
-	c := NewCache(hub, fastOptions())
+	c := NewManager(hub, fastOptions())
 	startCache(t, c)
 
 	// Warm up once so lazily started process-wide goroutines are not counted.
@@ -299,7 +299,7 @@ func TestCacheBacksOffFailedConnects(t *testing.T) {
 	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "wrong", nil)))
 	opts := fastOptions()
 	opts.BackoffBase, opts.BackoffCap = 50*time.Millisecond, 200*time.Millisecond
-	c := NewCache(hub, opts)
+	c := NewManager(hub, opts)
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD())
 	time.Sleep(time.Second)
@@ -319,7 +319,7 @@ func TestCacheEnsureTrustsHealthyConnectionBetweenSecretReads(t *testing.T) {
 	hub := &countingReader{Reader: hubReader(secret)}
 	opts := fastOptions()
 	opts.SecretRecheckInterval = time.Hour
-	c := NewCache(hub, opts)
+	c := NewManager(hub, opts)
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD())
 	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
@@ -348,7 +348,7 @@ func TestCacheEnsureReconnectsWhenKeyChanges(t *testing.T) {
 	hub := hubReader(secret)
 	opts := fastOptions()
 	opts.SecretRecheckInterval = time.Nanosecond // re-read the Secret on every Ensure
-	c := NewCache(hub, opts)
+	c := NewManager(hub, opts)
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD())
 	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
@@ -379,7 +379,7 @@ func TestCacheForgetDeletesMetricSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	opts := fastOptions()
 	opts.Metrics = NewMetrics(reg)
-	c := NewCache(hubReader(), opts) // no Secret
+	c := NewManager(hubReader(), opts) // no Secret
 	startCache(t, c)
 	st := c.Ensure(context.Background(), eligibleCD())
 	if st.Reason != ReasonSecretMissing {
@@ -417,7 +417,7 @@ func TestCacheBoundsConcurrentConnects(t *testing.T) {
 	opts.ConnectTimeout = time.Minute
 	opts.RequestTimeout = time.Minute
 	opts.MaxConcurrentConnects = 2
-	c := NewCache(hub, opts)
+	c := NewManager(hub, opts)
 	startCache(t, c)
 	for _, cd := range cds {
 		c.Ensure(context.Background(), cd)
@@ -448,7 +448,7 @@ func TestCacheEnsureReadsSecretOncePerVersion(t *testing.T) {
 	opts := fastOptions()
 	opts.SecretMeta = fakeHub
 	opts.SecretRecheckInterval = time.Nanosecond // must not matter with SecretMeta
-	c := NewCache(hub, opts)
+	c := NewManager(hub, opts)
 	startCache(t, c)
 	ctx := context.Background()
 	ensureN := func(n int) {

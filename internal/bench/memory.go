@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
+)
+
+// point runs the controller with only spokes connected, measures memory
+// after adoption, then a pool change.
+func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spoke) (Point, error) {
+	pt := Point{Dimension: dim}
+	if _, err := b.setPaused(ctx, keys(spokes)); err != nil {
+		return pt, err
+	}
+	proc, err := b.startController(ctx, fmt.Sprintf("%s-%d", dim, len(spokes)))
+	if err != nil {
+		return pt, err
+	}
+	defer proc.stop()
+	if err := b.waitInSync(ctx, proc, len(spokes), b.cfg.ConvergeTimeout); err != nil {
+		return pt, err
+	}
+	time.Sleep(3 * time.Second)
+	if pt.Memory, err = proc.memory(); err != nil {
+		return pt, err
+	}
+	if pt.Wave, err = b.runWave(ctx, proc, spokes, spokes, dim); err != nil {
+		return pt, err
+	}
+	b.logf("point %s %d×%.0f: convergence %.0f ms (%.2f× ideal), %.2f req/object, heap %.1f MiB, RSS %.1f MiB", dim, pt.Wave.Spokes, pt.Wave.NodesPerSpoke, pt.Wave.ConvergenceMs, pt.Wave.Ratio, pt.Wave.PerObject, pt.Memory.HeapInuseMiB, pt.Memory.RSSMiB)
+	return pt, nil
+}
+
+// zero measures the controller with every ClusterDeployment paused.
+func (b *bench) zero(ctx context.Context) (Memory, error) {
+	n, err := b.setPaused(ctx, nil)
+	if err != nil {
+		return Memory{}, err
+	}
+	proc, err := b.startController(ctx, "zero")
+	if err != nil {
+		return Memory{}, err
+	}
+	defer proc.stop()
+	if _, err := b.waitState(ctx, proc, fleet.StatePaused, n, b.cfg.ConvergeTimeout, nil); err != nil {
+		return Memory{}, err
+	}
+	time.Sleep(3 * time.Second)
+	return proc.memory()
+}
+
+func (b *bench) growth(ctx context.Context) {
+	m0, err := b.zero(ctx)
+	if err != nil {
+		b.rep.note("0-spoke memory baseline failed: %v", err)
+		return
+	}
+	b.rep.Memory.Idle0 = m0
+	b.logf("0 spokes: heap %.1f MiB, RSS %.1f MiB", m0.HeapInuseMiB, m0.RSSMiB)
+	spokes := b.f.Spokes()
+	var pts []Point
+	for _, g := range b.cfg.GrowthSpokes {
+		if g <= 0 || g >= len(spokes) {
+			continue
+		}
+		pt, err := b.point(ctx, "spokes", spokes[:g])
+		if err != nil {
+			b.rep.note("growth point %d spokes failed: %v", g, err)
+			continue
+		}
+		pts = append(pts, pt)
+	}
+	pts = append(pts, b.rep.Growth...) // the main fleet
+	b.rep.Growth = nil
+
+	// Nodes per spoke, on a second set of spokes grown in place.
+	if len(b.cfg.GrowthNodes) > 0 && b.cfg.GrowthNodesSpokes > 0 {
+		b.logf("growth: %d more spokes for the Nodes dimension", b.cfg.GrowthNodesSpokes)
+		added, err := b.f.AddSpokes(ctx, b.cfg.GrowthNodesSpokes)
+		if err == nil {
+			err = b.addPools(ctx, added, b.cfg.GrowthNodes[0])
+		}
+		cur := b.cfg.GrowthNodes[0]
+		for _, n := range b.cfg.GrowthNodes {
+			if err != nil {
+				b.rep.note("growth by Nodes failed: %v", err)
+				break
+			}
+			if n > cur {
+				b.logf("growth: %d → %d Nodes on %d spokes", cur, n, len(added))
+				err = forEach(added, len(added), func(_ int, s *localfleet.Spoke) error {
+					ms, err := s.ScaleUp(ctx, pool, n-cur)
+					if err != nil {
+						return err
+					}
+					for _, m := range ms {
+						if _, err := s.LinkNode(ctx, m.Name); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					continue
+				}
+				cur = n
+			}
+			var pt Point
+			pt, err = b.point(ctx, "nodes", added)
+			if err == nil {
+				pts = append(pts, pt)
+			}
+		}
+	}
+	for i := range pts {
+		p := &pts[i]
+		p.HeapPerSp = (p.Memory.HeapInuseMiB - m0.HeapInuseMiB) / float64(p.Wave.Spokes)
+		p.RSSPerSp = (p.Memory.RSSMiB - m0.RSSMiB) / float64(p.Wave.Spokes)
+	}
+	b.rep.Growth = pts
+	// The hub-memory figure: the largest Nodes-per-spoke point, else the
+	// largest point.
+	best := -1
+	for i, p := range pts {
+		if p.Dimension == "nodes" {
+			best = i
+		}
+	}
+	for i, p := range pts {
+		if best >= 0 && pts[best].Dimension == "nodes" {
+			break
+		}
+		if best < 0 || p.Wave.NodesPerSpoke > pts[best].Wave.NodesPerSpoke || (p.Wave.NodesPerSpoke == pts[best].Wave.NodesPerSpoke && p.Wave.Spokes > pts[best].Wave.Spokes) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		m := &b.rep.Memory
+		m.At = pts[best]
+		m.K = pts[best].Wave.Spokes
+		m.NodesPerSpoke = pts[best].Wave.NodesPerSpoke
+		m.HeapPerSpoke, m.RSSPerSpoke = pts[best].HeapPerSp, pts[best].RSSPerSp
+	}
+}
+
+func (b *bench) maxReal(ctx context.Context) {
+	m := &b.rep.Memory
+	m.MaxRealTarget = b.cfg.MaxRealSpokes
+	if b.cfg.MaxRealSpokes <= 0 {
+		b.rep.note("The real-spoke ceiling was skipped (`-max-real-spokes 0`).")
+		return
+	}
+	have := len(b.f.Spokes())
+	need := b.cfg.MaxRealSpokes - have
+	b.logf("max real spokes: adding %d spokes with %d Nodes each", max(need, 0), b.cfg.MaxRealNodes)
+	if need > 0 {
+		added, err := b.f.AddSpokes(ctx, need)
+		if err != nil {
+			m.MaxRealNote = fmt.Sprintf("adding spokes stopped: %v", err)
+		}
+		if err := b.addPools(ctx, added, b.cfg.MaxRealNodes); err != nil {
+			m.MaxRealNote += fmt.Sprintf(" pools: %v", err)
+		}
+	}
+	all := b.f.Spokes()
+	m.MaxRealReached = len(all)
+	if _, err := b.setPaused(ctx, keys(all)); err != nil {
+		m.MaxRealNote += err.Error()
+		return
+	}
+	proc, err := b.startController(ctx, "max-real")
+	if err != nil {
+		m.MaxRealNote += err.Error()
+		return
+	}
+	defer proc.stop()
+	got, err := b.waitState(ctx, proc, fleet.StateInSync, len(all), b.cfg.ConvergeTimeout, nil)
+	m.MaxRealInSync = got
+	if err != nil {
+		m.MaxRealNote += fmt.Sprintf(" %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	m.MaxRealMemory, _ = proc.memory()
+	b.logf("max real spokes: %d started, %d InSync", m.MaxRealReached, got)
+}
