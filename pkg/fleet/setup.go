@@ -264,17 +264,10 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	if err := mgr.Add(spokes); err != nil {
 		return nil, err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hivev1.MachinePool{}, indexPoolByCluster, func(o client.Object) []string {
-		return []string{o.(*hivev1.MachinePool).Spec.ClusterDeploymentRef.Name}
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hivev1.MachinePool{}, indexPoolByCluster, poolCluster); err != nil {
 		return nil, err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hivev1.ClusterDeployment{}, indexClusterBySecret, func(o client.Object) []string {
-		if cm := o.(*hivev1.ClusterDeployment).Spec.ClusterMetadata; cm != nil && cm.AdminKubeconfigSecretRef.Name != "" {
-			return []string{cm.AdminKubeconfigSecretRef.Name}
-		}
-		return nil
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hivev1.ClusterDeployment{}, indexClusterBySecret, clusterSecret); err != nil {
 		return nil, err
 	}
 	r := &Reconciler{
@@ -315,33 +308,19 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		return out
 	})
 
-	events := make(chan event.GenericEvent, 1024)
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		sub := spokes.Subscribe()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case key := <-sub:
-				cd := &hivev1.ClusterDeployment{}
-				cd.Namespace, cd.Name = key.Namespace, key.Name
-				select {
-				case events <- event.GenericEvent{Object: cd}:
-				case <-ctx.Done():
-					return nil
-				}
-			}
-		}
-	})); err != nil {
-		return nil, err
-	}
+	// Spoke events go straight into the controller's workqueue, which
+	// coalesces a key already queued: no channel or goroutine in between.
+	spokeEvents := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		spokes.Notify(func(key types.NamespacedName) { q.Add(reconcile.Request{NamespacedName: key}) })
+		return nil
+	})
 
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("fleet").
 		For(&hivev1.ClusterDeployment{}, builder.WithPredicates(cdShard, clusterDeploymentChanged())).
 		Watches(&hivev1.MachinePool{}, poolToCluster, builder.WithPredicates(poolShard, poolChanged())).
 		WatchesMetadata(&corev1.Secret{}, secretToClusters).
-		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(spokeEvents).
 		// One fleet controller per manager; tests run several managers in one process.
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentClusters,
@@ -355,6 +334,19 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// poolCluster indexes a MachinePool by its ClusterDeployment's name.
+func poolCluster(o client.Object) []string {
+	return []string{o.(*hivev1.MachinePool).Spec.ClusterDeploymentRef.Name}
+}
+
+// clusterSecret indexes a ClusterDeployment by its admin kubeconfig Secret's name.
+func clusterSecret(o client.Object) []string {
+	if cm := o.(*hivev1.ClusterDeployment).Spec.ClusterMetadata; cm != nil && cm.AdminKubeconfigSecretRef.Name != "" {
+		return []string{cm.AdminKubeconfigSecretRef.Name}
+	}
+	return nil
 }
 
 // clusterDeploymentChanged passes creates, deletes and updates that change

@@ -84,7 +84,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	}
 	cc, err := newSpokeCache(cfg, cacheHTTP, c.codecs, c.log.WithValues("cluster", cluster.String()), func() {
 		if cn.spoke.check() == nil {
-			c.notify(cluster)
+			c.notifyKey(cluster)
 		}
 	})
 	if err != nil {

@@ -5,8 +5,8 @@
 //
 // A Manager runs as a manager.Runnable on the elected leader only. The fleet controller calls
 // Ensure on every reconcile of a ClusterDeployment, GetSpoke to get a Spoke, Forget when the
-// ClusterDeployment is gone, and turns Subscribe's channel into reconcile requests
-// (source.Channel). It never requeues to wait for a connection: a connect or disconnect is a
+// ClusterDeployment is gone, and hands Notify its workqueue's Add (source.Func), so that spoke
+// events become reconcile requests with no queue in between. It never requeues to wait for a connection: a connect or disconnect is a
 // notification.
 //
 // # Connect
@@ -92,8 +92,10 @@
 //
 // # Notifications
 //
-// Subscribe's channel carries cluster keys; pending keys are coalesced per subscriber and never
-// dropped, so a key says "look again", never "this happened". See Subscribe.
+// Notify's function receives cluster keys, with the Manager's lock held; it must not block. The
+// fleet controller's workqueue receives them directly and is the only place they wait: it
+// coalesces a key that is already queued and never drops one, so a key says "look again", never
+// "this happened". See Notify.
 //
 // # Secrets
 //

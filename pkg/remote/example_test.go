@@ -8,7 +8,9 @@ import (
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
@@ -21,8 +23,10 @@ func Example() {
 		cd          *hivev1.ClusterDeployment
 	)
 	cache := remote.NewManager(uncachedHub, remote.Options{})
-	notifications := cache.Subscribe() // feed to source.Channel before mgr.Add(cache)
-	_ = notifications
+	// In a source.Func, with the controller's workqueue: a connect, a disconnect or a change
+	// in a spoke's cache queues its cluster.
+	var queue workqueue.TypedInterface[reconcile.Request]
+	cache.Notify(func(key types.NamespacedName) { queue.Add(reconcile.Request{NamespacedName: key}) })
 
 	reconcile := func(ctx context.Context, cluster types.NamespacedName) error {
 		if st := cache.Ensure(ctx, cd); !st.Connected {

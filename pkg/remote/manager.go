@@ -178,10 +178,9 @@ type Manager struct {
 
 	mu       sync.Mutex
 	clusters map[types.NamespacedName]*entry
-	subs     []*subscriber
+	notify   []func(types.NamespacedName)
 	ctx      context.Context // set by Start
 	stopped  bool
-	done     chan struct{} // closed when Start has torn everything down
 	wg       sync.WaitGroup
 }
 
@@ -231,7 +230,6 @@ func NewManager(secrets client.Reader, opts Options) *Manager {
 		codecs:   serializer.NewCodecFactory(opts.Scheme),
 		connects: make(chan struct{}, opts.MaxConcurrentConnects),
 		clusters: map[types.NamespacedName]*entry{},
-		done:     make(chan struct{}),
 	}
 }
 
@@ -384,22 +382,20 @@ func (c *Manager) Forget(cluster types.NamespacedName) {
 	c.opts.Metrics.forget(e.label)
 }
 
-// Subscribe returns a channel that receives a cluster's key when it connects, disconnects, and
-// when a Machine, MachineSet or Node in its cache is added, deleted or meaningfully updated.
+// Notify registers fn, called with a cluster's key when it connects, disconnects, and when a
+// Machine, MachineSet or Node in its cache is added, deleted or meaningfully updated. A key says
+// only "look at this cluster again": read Status or GetSpoke for the current state.
 //
-// Notifications are never dropped and never block the Manager: keys pending for a subscriber are
-// coalesced (a key is queued at most once until it is received), and every event is followed
-// by at least one delivery of its key. Keys arrive in the order they became pending. A key says
-// only "look at this cluster again": read Status or GetSpoke for the current state. The channel
-// is closed after Start returns. Each call creates an independent subscription; call it before
-// Start to miss nothing.
-func (c *Manager) Subscribe() <-chan types.NamespacedName {
-	s := newSubscriber()
+// fn is called with the Manager's lock held, from connection workers and cache event handlers,
+// so it must return at once and must not call the Manager: a workqueue's Add is the intended fn.
+// The workqueue is then the only place notifications wait, and it coalesces them: a key queued
+// once stays queued once, and a key added while it is being reconciled is reconciled again
+// after. Register before the first Ensure to miss nothing (the fleet controller registers from
+// its source.Func when it starts, before any reconcile).
+func (c *Manager) Notify(fn func(types.NamespacedName)) {
 	c.mu.Lock()
-	c.subs = append(c.subs, s)
+	c.notify = append(c.notify, fn)
 	c.mu.Unlock()
-	go s.run(c.done)
-	return s.out
 }
 
 // Start runs the background connection workers until ctx is done, then tears every connection
@@ -427,7 +423,6 @@ func (c *Manager) Start(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	c.wg.Wait()
-	close(c.done)
 	return nil
 }
 
@@ -473,12 +468,12 @@ func (c *Manager) disconnectLocked(e *entry, reason Reason, message string, isEr
 }
 
 func (c *Manager) notifyLocked(key types.NamespacedName) {
-	for _, s := range c.subs {
-		s.push(key)
+	for _, fn := range c.notify {
+		fn(key)
 	}
 }
 
-func (c *Manager) notify(key types.NamespacedName) {
+func (c *Manager) notifyKey(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.notifyLocked(key)

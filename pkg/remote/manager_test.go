@@ -26,7 +26,7 @@ func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	opts := fastOptions()
 	opts.Metrics = NewMetrics(reg)
 	c := NewManager(hub, opts)
-	events := c.Subscribe()
+	events := notifications(c)
 
 	// Before Start nothing connects, but Ensure records the wish.
 	if got := c.Ensure(context.Background(), eligibleCD()); got.Connected || got.Reason != ReasonConnecting {
@@ -162,7 +162,7 @@ func TestCacheReconnectsOn401WithRotatedSecret(t *testing.T) {
 	opts.BackoffBase, opts.BackoffCap = time.Hour, time.Hour
 	opts.ProbeFailureThreshold = 1000
 	c := NewManager(hub, opts)
-	events := c.Subscribe()
+	events := notifications(c)
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD())
 	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
@@ -282,6 +282,19 @@ func settledGoroutines(t *testing.T, target int) int {
 		last = n
 	}
 	return last
+}
+
+// notifications registers a Notify function that sends keys to the returned channel, as a
+// workqueue's Add would queue them (a full channel drops: the tests read few keys).
+func notifications(c *Manager) <-chan types.NamespacedName {
+	ch := make(chan types.NamespacedName, 1024)
+	c.Notify(func(key types.NamespacedName) {
+		select {
+		case ch <- key:
+		default:
+		}
+	})
+	return ch
 }
 
 func drain(ch <-chan types.NamespacedName) {
