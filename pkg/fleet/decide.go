@@ -30,6 +30,9 @@ type Decision struct {
 	State string
 	// NeedsSpoke says at least one pool is to be synced.
 	NeedsSpoke bool
+	// Connect says the spoke's connection is kept: the cluster is neither
+	// paused nor ineligible (its pools may all be paused).
+	Connect    bool
 	anyRefused bool
 }
 
@@ -62,11 +65,14 @@ func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun boo
 		d.State = StateIneligible
 		return d
 	}
+	d.Connect = true
+	anyPaused := false
 	for i := range pools {
 		mp, out := &pools[i], &d.Results[i]
 		switch {
 		case mp.Annotations[AnnotationPaused] == "true":
 			out.Phase, out.Reason, out.Message = v1alpha1.PhasePaused, "PoolPaused", "the MachinePool has "+AnnotationPaused+"=true"
+			anyPaused = true
 		case !mp.DeletionTimestamp.IsZero():
 			out.Phase, out.Reason, out.Message = v1alpha1.PhasePaused, "PoolDeleting", "the MachinePool is being deleted"
 		default:
@@ -92,6 +98,9 @@ func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun boo
 		d.State = "" // decided by Unreachable or Finish
 	case d.anyRefused:
 		d.State = StateRefused
+	case anyPaused:
+		// Every pool is paused (or being deleted): so is the cluster's sync.
+		d.State = StatePaused
 	default:
 		d.State = StateInSync
 	}

@@ -11,20 +11,38 @@
 // annotations or deletion, a change of the cluster's kubeconfig Secret (a
 // metadata-only watch: created, rotated, deleted), and pkg/remote's
 // notifications (connected, disconnected, a Machine, MachineSet or Node
-// changed in the spoke's cache). Each cluster is also resynced every
+// changed in the spoke's cache). Those reach the controller's workqueue
+// directly: remote.Manager.Notify is given the queue's Add from a
+// source.Func, so the workqueue is the one place a notification waits, and it
+// coalesces a cluster already queued (and requeues one that changes while it
+// is reconciled). Each cluster is also resynced every
 // ResyncPeriod (10 minutes, jittered); a resync of a cluster in sync reads
 // only caches and sends nothing anywhere.
 //
 // # What one reconcile reads, decides and writes
 //
-// Read: the ClusterDeployment and its MachinePools from the hub's cache.
-// Decide: Decide, a pure function shared with --dry-run and `hub-controller
-// drift`, says which pools are synced and why the others are not (paused,
-// ineligible, deleting, refused). Read: the spoke's MachineSets, Machines and
-// Nodes from its cache (pkg/remote), if a pool is to be synced. Write: for
-// every target of every pool, the Machine, then its Node (pkg/sync's
-// Applier), at most WritesPerCluster at a time. Then the statuses, Events and
-// metrics.
+// The reconciler reaches spokes through the Spokes interface (Ensure,
+// GetSpoke, Status, Forget), which *remote.Manager implements and the
+// package's tests fake. In order (syncCluster):
+//
+//  1. Read the ClusterDeployment and its MachinePools from the hub's cache.
+//  2. Decide, a pure function shared with --dry-run and `hub-controller
+//     drift`, says which pools are synced and why the others are not (cluster
+//     or pool paused, ineligible, deleting, refused).
+//  3. readSpoke: Ensure the connection (not for a paused or ineligible
+//     cluster; Ensure disconnects an ineligible one), and, if a pool is to be
+//     synced, list the spoke's MachineSets, Machines and Nodes from its cache.
+//     Nothing is sent to the spoke.
+//  4. plan: each target's Desired: the pool's metadata, paced (below), with
+//     what nodelink copied back to reclaim (nodelink.go), and whether the
+//     target is held after a contest.
+//  5. write: for every target of every pool, the Machine, then its Node
+//     (pkg/sync's Applier: one merge patch each, only if it differs), at most
+//     WritesPerCluster targets at a time.
+//  6. remember: denials, contests and Node writes for the next reconcile, with
+//     Events when a hold starts; rollout Events.
+//  7. report: each pool's MachinePoolSync (only if what it says changed),
+//     Events, metrics.
 //
 // # Paced NoExecute taints
 //
@@ -43,6 +61,13 @@
 // requeued for the next batch.
 //
 // # Status
+//
+// Phases: InSync (every target holds the pool), Drifted (some do not: writes
+// failed or were denied, or a dry run), RollingOut, Contested, Refused (the
+// pool's spec or pacing annotations are invalid: nothing written), Paused,
+// Unreachable (the cluster is ineligible, its spoke is not connected, or its
+// ClusterDeployment does not exist). The cluster's state metric is paused when
+// the cluster or every one of its pools is.
 //
 // A MachinePoolSync is written only when what it says changes (phase,
 // counts, reason, message), so a fleet in sync writes nothing to the hub;

@@ -55,13 +55,16 @@ func DriftReport(ctx context.Context, hub, secrets client.Reader, opts remote.Op
 		k := clusterKey(mp.Namespace, mp.Spec.ClusterDeploymentRef.Name)
 		byCluster[k] = append(byCluster[k], mp)
 	}
+	dial := func(ctx context.Context, cd *hivev1.ClusterDeployment) (client.Reader, func(), error) {
+		return remote.DialReader(ctx, secrets, cd, opts)
+	}
 	rows := make([][]DriftRow, len(cds.Items))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	for i := range cds.Items {
 		cd := &cds.Items[i]
 		g.Go(func() error {
-			rows[i] = driftOfCluster(gctx, secrets, cd, byCluster[clusterKey(cd.Namespace, cd.Name)], opts)
+			rows[i] = driftOfCluster(gctx, dial, cd, byCluster[clusterKey(cd.Namespace, cd.Name)])
 			return nil
 		})
 	}
@@ -82,18 +85,18 @@ func DriftReport(ctx context.Context, hub, secrets client.Reader, opts remote.Op
 // driftOfCluster is the controller's dry run of one cluster, read live:
 // the same Decide, the same targets, and the same planner (an Applier in
 // dry-run mode, which sends nothing), so each row says what the
-// controller's status would say.
-func driftOfCluster(ctx context.Context, secrets client.Reader, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, opts remote.Options) []DriftRow {
+// controller's status would say. dial reads a spoke live.
+func driftOfCluster(ctx context.Context, dial func(context.Context, *hivev1.ClusterDeployment) (client.Reader, func(), error), cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool) []DriftRow {
 	if len(pools) == 0 {
 		return nil
 	}
 	d := Decide(cd, pools, true)
 	if d.NeedsSpoke {
-		if reader, closeFn, err := remote.DialReader(ctx, secrets, cd, opts); err != nil {
+		if reader, closeFn, err := dial(ctx, cd); err != nil {
 			d.Unreachable(string(remote.ReasonOf(err)), err.Error())
 		} else {
 			defer closeFn()
-			if objs, err := readSpoke(ctx, reader); err != nil {
+			if objs, err := listSpoke(ctx, reader); err != nil {
 				d.Unreachable(string(remote.ReasonOf(err)), err.Error())
 			} else {
 				targets := d.Targets(objs)

@@ -69,11 +69,29 @@ const indexPoolByCluster = "spec.clusterDeploymentRef.name"
 // Field index: ClusterDeployments by the name of their admin kubeconfig Secret.
 const indexClusterBySecret = "spec.clusterMetadata.adminKubeconfigSecretRef.name"
 
+// Spokes is what the reconciler needs of the spoke connections.
+// *remote.Manager implements it; the package's tests use a fake.
+type Spokes interface {
+	// Ensure records the wish to be connected to cd's spoke (or, for an
+	// ineligible cluster, disconnects it) and returns the connection's
+	// status. It never waits for a connection.
+	Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) remote.Status
+	// GetSpoke returns the connected spoke, or an error wrapping
+	// remote.ErrNotConnected.
+	GetSpoke(cluster types.NamespacedName) (remote.Spoke, error)
+	// Status is the connection's status without touching it.
+	Status(cluster types.NamespacedName) remote.Status
+	// Forget drops the cluster's connection and memory.
+	Forget(cluster types.NamespacedName)
+}
+
+var _ Spokes = (*remote.Manager)(nil)
+
 // Reconciler syncs every MachinePool of one cluster per request. The request
 // is the ClusterDeployment's key.
 type Reconciler struct {
 	Hub      client.Client
-	Spokes   *remote.Manager
+	Spokes   Spokes
 	Recorder events.EventRecorder
 	Metrics  *Metrics
 	Opts     Options
@@ -200,27 +218,57 @@ func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, e
 // errTransientWrites: some writes failed in a way a retry may fix.
 var errTransientWrites = errors.New("transient write failures")
 
-// syncCluster reads, decides, then writes: Decide on the hub's objects,
-// then (if a pool is to be synced) the spoke's objects from its cache, then
-// the writes of every pool's targets, bounded by WritesPerCluster. It returns
-// one PoolResult per pool, the cluster's state, and an error when the spoke
-// could not be read (retried with backoff).
+// syncCluster reads, decides, then writes.
+//   - Decide, on the hub's objects alone, which pools are synced.
+//   - Read the spoke (readSpoke): its connection and its cached objects.
+//   - Decide what each target should hold (plan): the planner's targets,
+//     NoExecute pacing, reclaims of what nodelink copied back, and holds of
+//     contested targets. The drift report and the dry run plan the same way.
+//   - Write (write): every pool's targets, bounded by WritesPerCluster.
+//   - Remember what the writes taught (remember): denials, contests,
+//     nodelink's copy-backs, rollout Events.
+//
+// It returns one PoolResult per pool, the cluster's state, and an error when
+// the spoke could not be read (retried with backoff).
 func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool) ([]PoolResult, string, error) {
 	ck := clusterKey(cd.Namespace, cd.Name)
-	key := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Name}
 	d := Decide(cd, pools, r.Opts.DryRun)
+	ctx, cancel := context.WithTimeout(ctx, r.Opts.SyncTimeout)
+	defer cancel()
+	spoke, objs, err := r.readSpoke(ctx, cd, d)
+	if spoke == nil {
+		return d.Results, d.State, err
+	}
+	work := r.plan(ck, pools, d, objs)
+	d.Finish(r.write(ctx, ck, spoke, d, work))
+	for i := range d.Results {
+		if c := Count(d.Results[i].Results); c.Settling > 0 && c.Drifted == c.Settling {
+			// Only Nodes that nodelink changed back a moment ago differ, and
+			// they are written again within NodeSettle: no news for the status.
+			d.Results[i].KeepStatus = true
+		}
+	}
+	r.remember(ck, pools, d)
+	return d.Results, d.State, nil
+}
+
+// readSpoke connects (Ensure) and reads the spoke's objects, when d has a
+// pool to sync. Without a spoke to write to, it returns nil and completes d
+// (paused, ineligible, unreachable), with an error when a connected spoke
+// could not be read.
+func (r *Reconciler) readSpoke(ctx context.Context, cd *hivev1.ClusterDeployment, d *Decision) (remote.Spoke, SpokeObjects, error) {
+	key := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Name}
 	if d.State == StateIneligible {
 		r.Spokes.Ensure(ctx, cd) // disconnects an ineligible cluster
 	}
-	if d.State == StatePaused || d.State == StateIneligible {
-		return d.Results, d.State, nil
+	if !d.Connect {
+		return nil, SpokeObjects{}, nil
 	}
 	st := r.Spokes.Ensure(ctx, cd)
 	r.noteConnection(cd, st)
 	if !d.NeedsSpoke {
-		return d.Results, d.State, nil
+		return nil, SpokeObjects{}, nil
 	}
-
 	spoke, err := r.Spokes.GetSpoke(key)
 	if err != nil {
 		st = r.Spokes.Status(key)
@@ -232,17 +280,29 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 				d.Results[i].KeepStatus = true
 			}
 		}
-		return d.Results, d.State, nil
+		return nil, SpokeObjects{}, nil
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, r.Opts.SyncTimeout)
-	defer cancel()
-	objs, err := readSpoke(ctx, spoke)
+	objs, err := listSpoke(ctx, spoke)
 	if err != nil {
 		d.Unreachable("ReadFailed", err.Error())
-		return d.Results, d.State, fmt.Errorf("read spoke: %w", err)
+		return nil, SpokeObjects{}, fmt.Errorf("read spoke: %w", err)
 	}
+	return spoke, objs, nil
+}
 
+// targetWork is what one target of one pool should hold, and whether it is
+// held (contested): then nothing is written to it.
+type targetWork struct {
+	desired nmsync.Desired
+	target  nmsync.Target
+	held    bool
+}
+
+// plan decides what every target of every synced pool should hold: the
+// planner's targets, this round's NoExecute pacing (the live gate starts
+// batches; a dry run starts none), what nodelink copied back to reclaim,
+// and which targets are held after a contest.
+func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, objs SpokeObjects) [][]targetWork {
 	targets := d.Targets(objs)
 	r.nodes.sweep(ck)
 	gate := noNewBatch
@@ -254,39 +314,55 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		gate = r.pacer.gate(ck, names, d, time.Now())
 	}
 	paced := d.Pace(targets, gate)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.Opts.WritesPerCluster)
-	results := make([][][]nmsync.Result, len(pools))
+	work := make([][]targetWork, len(pools))
 	for i := range pools {
 		if d.Desired[i] == nil {
 			continue
 		}
-		results[i] = make([][]nmsync.Result, len(targets[i]))
-		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
-			Hold: r.denials.hold(ck, fingerprint(*d.Desired[i])), Settle: r.nodes.holdBack(ck)}
+		fp := fingerprint(*d.Desired[i])
+		work[i] = make([]targetWork, len(targets[i]))
 		for j, t := range targets[i] {
 			desired := paced[i][j]
 			desired.Reclaim = r.nodes.reclaim(ck, t)
-			if r.contested.isHeld(ck, fingerprint(*d.Desired[i]), t) {
-				results[i][j] = contestedResults(ctx, desired, t)
+			work[i][j] = targetWork{desired: desired, target: t, held: r.contested.isHeld(ck, fp, t)}
+		}
+	}
+	return work
+}
+
+// write syncs every target of work to the spoke, WritesPerCluster at a time,
+// and returns the results per pool and target. A held target is planned as
+// the drift report plans it, and nothing is written to it.
+func (r *Reconciler) write(ctx context.Context, ck string, spoke remote.Spoke, d *Decision, work [][]targetWork) [][][]nmsync.Result {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.Opts.WritesPerCluster)
+	results := make([][][]nmsync.Result, len(work))
+	for i := range work {
+		if d.Desired[i] == nil {
+			continue
+		}
+		results[i] = make([][]nmsync.Result, len(work[i]))
+		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
+			Hold: r.denials.hold(ck, fingerprint(*d.Desired[i])), Settle: r.nodes.holdBack(ck)}
+		for j, w := range work[i] {
+			if w.held {
+				results[i][j] = contestedResults(ctx, w.desired, w.target)
 				continue
 			}
 			g.Go(func() error {
-				results[i][j] = applier.SyncTarget(gctx, desired, t)
+				results[i][j] = applier.SyncTarget(gctx, w.desired, w.target)
 				return nil
 			})
 		}
 	}
 	_ = g.Wait()
-	d.Finish(results)
-	for i := range d.Results {
-		if c := Count(d.Results[i].Results); c.Settling > 0 && c.Drifted == c.Settling {
-			// Only Nodes that nodelink changed back a moment ago differ, and
-			// they are written again within NodeSettle: no news for the status.
-			d.Results[i].KeepStatus = true
-		}
-	}
+	return results
+}
 
+// remember records what the writes taught, per pool: what Node writes
+// removed (nodelink may copy it back), denials and contests (with an Event
+// when one starts), and a paced rollout's progress (with its Events).
+func (r *Reconciler) remember(ck string, pools []hivev1.MachinePool, d *Decision) {
 	for i := range pools {
 		if d.Desired[i] == nil {
 			continue
@@ -305,7 +381,6 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		}
 		r.reportRollout(&pools[i], ck, d.Results[i].Rollout)
 	}
-	return d.Results, d.State, nil
 }
 
 // reportRollout says, with Events, that a paced NoExecute rollout started,
@@ -336,8 +411,8 @@ func contestedResults(ctx context.Context, d nmsync.Desired, t nmsync.Target) []
 	return out
 }
 
-// readSpoke reads what the planner needs from a spoke.
-func readSpoke(ctx context.Context, spoke client.Reader) (SpokeObjects, error) {
+// listSpoke reads what the planner needs from a spoke's cache.
+func listSpoke(ctx context.Context, spoke client.Reader) (SpokeObjects, error) {
 	ms := &machinev1beta1.MachineSetList{}
 	m := &machinev1beta1.MachineList{}
 	n := &corev1.NodeList{}
