@@ -33,10 +33,14 @@ generate: ## Regenerate config/crds from the pinned hive/apis and openshift/api.
 	hack/gen-crds.sh
 
 .PHONY: verify
-verify: ## Fail if generated files are stale, code is unformatted, or go vet complains.
+verify: ## Fail if generated files are stale, code is unformatted, a go.mod is untidy, go vet or golangci-lint complains.
 	hack/gen-crds.sh --verify
 	@test -z "$$(gofmt -l cmd pkg internal int hack config)" || { echo "gofmt needed:"; gofmt -l cmd pkg internal int hack config; exit 1; }
+	@for mod in . hack/tools/*/; do \
+	  (cd $$mod && $(GO) mod tidy -diff >/dev/null) || { echo "go mod tidy needed in $$mod:"; (cd $$mod && $(GO) mod tidy -diff); exit 1; }; \
+	done
 	$(GO) vet ./...
+	hack/lint.sh ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API servers).

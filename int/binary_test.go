@@ -54,7 +54,7 @@ func controllerBinary(t *testing.T) string {
 		}
 		path := filepath.Join(dir, "hub-controller")
 		if out, err := exec.Command("go", "build", "-o", path, "../cmd/hub-controller").CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build: %v\n%s", err, out)
+			return "", fmt.Errorf("go build: %w\n%s", err, out)
 		}
 		return path, nil
 	})

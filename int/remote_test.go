@@ -239,7 +239,12 @@ func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- cache.Start(cctx) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("remote manager: %v", err)
+		}
+	}()
 	cd, err := s.ClusterDeployment(ctx)
 	if err != nil {
 		t.Fatal(err)

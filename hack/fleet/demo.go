@@ -63,7 +63,9 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 	go func() { done <- mgr.Start(mctx) }()
 	defer func() {
 		stopMgr()
-		<-done
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "controller: %v\n", err)
+		}
 	}()
 	hub := f.Hub.Client
 
@@ -109,7 +111,7 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 	s2 := f.Spokes()[min(1, len(f.Spokes())-1)]
 	nodes, err := s2.Nodes(ctx, "infra")
 	if err != nil || len(nodes) == 0 {
-		return fmt.Errorf("nodes of %s: %v", s2.Name, err)
+		return fmt.Errorf("nodes of %s: %w", s2.Name, err)
 	}
 	victim := nodes[0].Name
 	if err := s2.RemoveNodeLabel(ctx, victim, "node-role.kubernetes.io/infra"); err != nil {

@@ -27,6 +27,9 @@ func main() {
 			fmt.Println("---")
 		}
 		fmt.Printf("# %s\n", dir)
-		os.Stdout.Write(out)
+		if _, err := os.Stdout.Write(out); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 }

@@ -174,7 +174,7 @@ func (b *bench) startController(ctx context.Context, name string, extra ...strin
 		}
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("controller exited: %v (log %s)", p.err, p.logPath)
+			return nil, fmt.Errorf("controller exited: %w (log %s)", p.err, p.logPath)
 		default:
 		}
 		if time.Now().After(deadline) {

@@ -46,7 +46,7 @@ func (b *bench) idle(ctx context.Context, spokes []*localfleet.Spoke) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-proc.done:
-		return fmt.Errorf("controller exited: %v (log %s)", proc.err, proc.logPath)
+		return fmt.Errorf("controller exited: %w (log %s)", proc.err, proc.logPath)
 	case <-time.After(b.cfg.Idle):
 	}
 	t1 := time.Now()

@@ -164,7 +164,7 @@ func (b *bench) waitState(ctx context.Context, proc *controllerProc, state strin
 		case <-ctx.Done():
 			return last, ctx.Err()
 		case <-proc.done:
-			return last, fmt.Errorf("controller exited: %v (log %s)", proc.err, proc.logPath)
+			return last, fmt.Errorf("controller exited: %w (log %s)", proc.err, proc.logPath)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

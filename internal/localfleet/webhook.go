@@ -137,7 +137,7 @@ func (w *Webhook) Close(ctx context.Context) error {
 func (w *Webhook) waitServing(ctx context.Context) error {
 	nodes := &corev1.NodeList{}
 	if err := w.spoke.Admin.List(ctx, nodes); err != nil || len(nodes.Items) == 0 {
-		return fmt.Errorf("webhook on %s: no Node to probe with: %v", w.spoke.Name, err)
+		return fmt.Errorf("webhook on %s: no Node to probe with: %w", w.spoke.Name, err)
 	}
 	node := nodes.Items[0].Name
 	deadline := time.Now().Add(30 * time.Second)

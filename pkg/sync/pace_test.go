@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +35,8 @@ func TestPacingFromAnnotations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := PacingFromAnnotations(tc.ann)
 			if tc.wantErr != "" {
-				ve, ok := err.(*ValidationError)
-				if !ok || len(ve.Problems) == 0 || ve.Problems[0].Code != CodeInvalidPacing || !strings.Contains(err.Error(), tc.wantErr) {
+				var ve *ValidationError
+				if !errors.As(err, &ve) || len(ve.Problems) == 0 || ve.Problems[0].Code != CodeInvalidPacing || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want an InvalidPacing ValidationError naming %s", err, tc.wantErr)
 				}
 				return
