@@ -2,6 +2,7 @@ package localfleet
 
 import (
 	"fmt"
+	"maps"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
@@ -124,13 +125,13 @@ func (b *MachinePoolBuilder) WithReplicas(n int) *MachinePoolBuilder {
 
 // WithLabels sets spec.labels (for Nodes).
 func (b *MachinePoolBuilder) WithLabels(l map[string]string) *MachinePoolBuilder {
-	b.mp.Spec.Labels = copyMap(l)
+	b.mp.Spec.Labels = maps.Clone(l)
 	return b
 }
 
 // WithMachineLabels sets spec.machineLabels (for Machine objects).
 func (b *MachinePoolBuilder) WithMachineLabels(l map[string]string) *MachinePoolBuilder {
-	b.mp.Spec.MachineLabels = copyMap(l)
+	b.mp.Spec.MachineLabels = maps.Clone(l)
 	return b
 }
 
@@ -193,7 +194,7 @@ func MachineSetFor(infraID string, mp *hivev1.MachinePool, zone string) *machine
 			Template: machinev1beta1.MachineTemplateSpec{
 				ObjectMeta: machinev1beta1.ObjectMeta{Labels: tmplLabels},
 				Spec: machinev1beta1.MachineSpec{
-					ObjectMeta: machinev1beta1.ObjectMeta{Labels: copyMap(mp.Spec.Labels)},
+					ObjectMeta: machinev1beta1.ObjectMeta{Labels: maps.Clone(mp.Spec.Labels)},
 					Taints:     append([]corev1.Taint(nil), mp.Spec.Taints...),
 				},
 			},
@@ -209,7 +210,7 @@ func MachineFor(ms *machinev1beta1.MachineSet, name, providerID string) *machine
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ms.Namespace,
 			Name:      name,
-			Labels:    copyMap(t.Labels),
+			Labels:    maps.Clone(t.Labels),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         machinev1beta1.GroupVersion.String(),
 				Kind:               "MachineSet",
@@ -220,7 +221,7 @@ func MachineFor(ms *machinev1beta1.MachineSet, name, providerID string) *machine
 			}},
 		},
 		Spec: machinev1beta1.MachineSpec{
-			ObjectMeta: machinev1beta1.ObjectMeta{Labels: copyMap(t.Spec.Labels)},
+			ObjectMeta: machinev1beta1.ObjectMeta{Labels: maps.Clone(t.Spec.Labels)},
 			Taints:     append([]corev1.Taint(nil), t.Spec.Taints...),
 			ProviderID: ptr.To(providerID),
 		},
@@ -269,15 +270,4 @@ func NodeFor(m *machinev1beta1.Machine, name, zone string, index int) *corev1.No
 		n.Labels["nvidia.com/gpu.present"] = "true"
 	}
 	return n
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

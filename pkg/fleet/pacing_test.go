@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,21 +38,12 @@ func newRolloutFleet(n int) *rolloutFleet {
 // write applies the plans of one sync's admitted targets (full Desired).
 func (f *rolloutFleet) write(paced []nmsync.Desired, skip ...string) {
 	for j, t := range f.targets {
-		if paced[j].Deferred != nil || contains(skip, t.Machine.Name) {
+		if paced[j].Deferred != nil || slices.Contains(skip, t.Machine.Name) {
 			continue
 		}
 		t.Machine.Spec.Taints = paced[j].Taints
 		t.Node.Spec.Taints = paced[j].Taints
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func rolloutDecision(pacing nmsync.Pacing, taints ...corev1.Taint) *Decision {
@@ -82,7 +74,7 @@ func checkRound(t *testing.T, d *Decision, paced [][]nmsync.Desired, t0 time.Tim
 		t.Errorf("at t0+%s (-want +got):\n%s", want.at, diff)
 	}
 	for j, pd := range paced[0] {
-		if (pd.Deferred != nil) != contains(got.waiting, fmt.Sprintf("m%d", j)) {
+		if (pd.Deferred != nil) != slices.Contains(got.waiting, fmt.Sprintf("m%d", j)) {
 			t.Errorf("at t0+%s: m%d deferred=%v, waiting %v", want.at, j, pd.Deferred != nil, got.waiting)
 		}
 	}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,7 +211,7 @@ func TestReconcileContested(t *testing.T) {
 		got = w.outcome(t, res.RequeueAfter, err)
 		undo()
 	}
-	if !contains(got.Events, EventContested) {
+	if !slices.Contains(got.Events, EventContested) {
 		t.Fatalf("after 3 fights: events %v; want a %s Event", got.Events, EventContested)
 	}
 	before := w.spoke.patches["Machine/c-workers-a-0"]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	gosync "sync"
 	"time"
 
@@ -358,7 +359,7 @@ func clusterDeploymentChanged() predicate.Predicate {
 		if o == nil || n == nil {
 			return true
 		}
-		if o.Generation != n.Generation || !equalStrings(o.Annotations, n.Annotations) || !n.DeletionTimestamp.Equal(o.DeletionTimestamp) {
+		if o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) || !n.DeletionTimestamp.Equal(o.DeletionTimestamp) {
 			return true
 		}
 		if o.Status.PowerState != n.Status.PowerState || len(o.Status.Conditions) != len(n.Status.Conditions) {
@@ -377,21 +378,9 @@ func clusterDeploymentChanged() predicate.Predicate {
 func poolChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-			!equalStrings(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) ||
+			!maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) ||
 			!e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp())
 	}}
-}
-
-func equalStrings(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 var metav1Zero = metav1.Time{}

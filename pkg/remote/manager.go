@@ -261,7 +261,7 @@ func (c *Manager) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Stat
 		rv, found, err := c.secretVersion(ctx, t.secret)
 		switch {
 		case err != nil:
-			c.log.V(1).Info("Cannot read kubeconfig Secret metadata from the cache; reading the Secret", "cluster", key.String(), "error", err.Error())
+			c.log.V(1).Info("cannot read kubeconfig Secret metadata from the cache; reading the Secret", "cluster", key.String(), "error", err.Error())
 		case !found:
 			// The watch-backed cache is the hub's word: no request needed to know it is gone.
 			c.mu.Lock()
@@ -302,7 +302,7 @@ func (c *Manager) Ensure(ctx context.Context, cd *hivev1.ClusterDeployment) Stat
 		reason := classify(err)
 		if reason == ReasonHubReadFailed {
 			// A hub hiccup says nothing about the spoke: keep whatever we have.
-			c.log.Error(err, "Cannot read kubeconfig Secret; keeping the current connection state", "cluster", e.label)
+			c.log.Error(err, "cannot read kubeconfig Secret; keeping the current connection state", "cluster", e.label)
 			if !e.status.Connected && e.worker == nil {
 				c.setStatusLocked(e, false, reason, err.Error())
 			}
@@ -462,7 +462,7 @@ func (c *Manager) disconnectLocked(e *entry, reason Reason, message string, isEr
 	c.setStatusLocked(e, false, reason, message)
 	c.opts.Metrics.setConnected(e.label, false)
 	if wasConnected {
-		c.log.Info("Disconnected from spoke", "cluster", e.label, "reason", reason, "message", message)
+		c.log.Info("disconnected from spoke", "cluster", e.label, "reason", reason, "message", message)
 		c.notifyLocked(e.cluster)
 	}
 }
@@ -543,7 +543,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 		var wait time.Duration
 		if err != nil {
 			reason := classify(err)
-			log.V(1).Info("Cannot connect to spoke", "reason", reason, "error", err.Error())
+			log.V(1).Info("cannot connect to spoke", "reason", reason, "error", err.Error())
 			c.mu.Lock()
 			if !c.currentLocked(e, w) {
 				c.mu.Unlock()
@@ -581,7 +581,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 			c.opts.Metrics.setConnected(e.label, true)
 			c.notifyLocked(e.cluster)
 			c.mu.Unlock()
-			log.Info("Connected to spoke", "server", cn.server)
+			log.Info("connected to spoke", "server", cn.server)
 
 			res := c.monitor(ctx, e, w, cn)
 			cn.spoke.close(res.reason, res.message)
@@ -597,7 +597,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 				c.setStatusLocked(e, false, res.reason, res.message)
 				c.opts.Metrics.setConnected(e.label, false)
 				c.notifyLocked(e.cluster)
-				log.Info("Disconnected from spoke", "reason", res.reason, "message", res.message)
+				log.Info("disconnected from spoke", "reason", res.reason, "message", res.message)
 			}
 			c.mu.Unlock()
 			cn.close()
@@ -723,7 +723,7 @@ func (c *Manager) monitor(ctx context.Context, e *entry, w *worker, cn *conn) re
 		}
 		if err == nil {
 			if failures > 0 {
-				c.log.V(1).Info("Spoke answers again", "cluster", e.label)
+				c.log.V(1).Info("spoke answers again", "cluster", e.label)
 			}
 			failures = 0
 			return result{}, false
@@ -733,7 +733,7 @@ func (c *Manager) monitor(ctx context.Context, e *entry, w *worker, cn *conn) re
 			return authResult(), true
 		}
 		failures++
-		c.log.V(1).Info("Spoke probe failed", "cluster", e.label, "failures", failures, "reason", reason, "error", err.Error())
+		c.log.V(1).Info("spoke probe failed", "cluster", e.label, "failures", failures, "reason", reason, "error", err.Error())
 		if failures >= c.opts.ProbeFailureThreshold {
 			return result{
 				reason:  reason,

@@ -2,8 +2,8 @@ package sync
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -317,21 +317,13 @@ func DesiredFromPool(spec hivev1.MachinePoolSpec) (Desired, []string, error) {
 }
 
 func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }
 
+// copyMap is a copy of m, nil when m is empty.
 func copyMap(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m)
 }

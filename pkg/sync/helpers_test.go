@@ -6,48 +6,22 @@ import (
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// mergePatch applies an RFC 7386 JSON merge patch to doc.
-func mergePatch(doc, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	d, ok := doc.(map[string]any)
-	if !ok {
-		d = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(d, k)
-			continue
-		}
-		d[k] = mergePatch(d[k], v)
-	}
-	return d
-}
-
 // applyPatch returns a copy of obj with the merge patch applied, through JSON
-// as the API server would do it.
+// with the merge patch implementation kube-apiserver uses.
 func applyPatch[T any](t testing.TB, obj *T, patch []byte) *T {
 	t.Helper()
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc, p any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(patch, &p); err != nil {
-		t.Fatalf("patch is not JSON: %v: %s", err, patch)
-	}
-	out, err := json.Marshal(mergePatch(doc, p))
+	out, err := jsonpatch.MergePatch(raw, patch)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("merge patch: %v: %s", err, patch)
 	}
 	var result T
 	if err := json.Unmarshal(out, &result); err != nil {
