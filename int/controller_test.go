@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
@@ -236,7 +238,7 @@ func TestControllerEndToEnd(t *testing.T) {
 
 	// Pause holds: a paused pool's change is not applied.
 	s2 := f.Spokes()[1]
-	setPoolAnnotation(t, ctx, hub, s2, "infra", fleet.AnnotationPaused, "true")
+	setPoolAnnotation(t, ctx, hub, s2, "infra", nmsync.AnnotationPaused, "true")
 	waitFor(t, "paused pool shows Paused", 30*time.Second, func() bool {
 		st, err := poolSync(ctx, hub, s2, "infra")
 		return err == nil && st.Status.Phase == v1alpha1.PhasePaused
@@ -248,7 +250,7 @@ func TestControllerEndToEnd(t *testing.T) {
 	if nodesHold(ctx, s2, "infra", hasLabel("example.com/paused-change", "x")) {
 		t.Error("a paused pool's change was applied")
 	}
-	setPoolAnnotation(t, ctx, hub, s2, "infra", fleet.AnnotationPaused, "")
+	setPoolAnnotation(t, ctx, hub, s2, "infra", nmsync.AnnotationPaused, "")
 	waitFor(t, "unpaused pool converges", 30*time.Second, func() bool {
 		return nodesHold(ctx, s2, "infra", hasLabel("example.com/paused-change", "x"))
 	})
@@ -394,12 +396,12 @@ func addUnmanagedMachine(t *testing.T, ctx context.Context, s *localfleet.Spoke,
 	ms := cur.DeepCopy()
 	ms.ObjectMeta = metav1.ObjectMeta{Namespace: cur.Namespace, Name: "user-" + cur.Name, Labels: map[string]string{}}
 	for k, v := range cur.Labels {
-		if k != localfleet.LabelMachinePool {
+		if k != nmsync.LabelMachinePool {
 			ms.Labels[k] = v
 		}
 	}
-	ms.Spec.Selector.MatchLabels[localfleet.LabelMachineSet] = ms.Name
-	ms.Spec.Template.Labels[localfleet.LabelMachineSet] = ms.Name
+	ms.Spec.Selector.MatchLabels[nmsync.LabelMachineSet] = ms.Name
+	ms.Spec.Template.Labels[nmsync.LabelMachineSet] = ms.Name
 	ms.Status = machinev1beta1.MachineSetStatus{}
 	if err := s.Admin.Create(ctx, ms); err != nil {
 		t.Fatal(err)

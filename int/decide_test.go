@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,7 +61,7 @@ func TestDriftDryRunAndControllerAgree(t *testing.T) {
 	if err := hub.Get(ctx, types.NamespacedName{Namespace: paused.Name, Name: paused.Name + "-infra"}, mp); err != nil {
 		t.Fatal(err)
 	}
-	mp.Annotations = map[string]string{fleet.AnnotationPaused: "true"}
+	mp.Annotations = map[string]string{nmsync.AnnotationPaused: "true"}
 	if err := hub.Update(ctx, mp); err != nil {
 		t.Fatal(err)
 	}

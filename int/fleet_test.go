@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -84,7 +86,7 @@ func TestFleetLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range machines {
-			if m.Status.NodeRef == nil || m.Labels[localfleet.LabelMachineSet] == "" || len(m.OwnerReferences) != 1 {
+			if m.Status.NodeRef == nil || m.Labels[nmsync.LabelMachineSet] == "" || len(m.OwnerReferences) != 1 {
 				t.Errorf("%s: Machine %s not laid out as machine-api does: %+v", s.Name, m.Name, m)
 			}
 		}

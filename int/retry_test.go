@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
@@ -150,7 +151,7 @@ func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
 	hub := f.Hub.Client
 	waitFor(t, "the denial reported on the pool", 10*time.Second, func() bool {
 		st, err := poolSync(ctx, hub, s, "infra")
-		return err == nil && st.Status.Reason == fleet.ReasonWriteDenied &&
+		return err == nil && st.Status.Reason == v1alpha1.ReasonWriteDenied &&
 			strings.Contains(st.Status.Message, denied) && strings.Contains(st.Status.Message, policy)
 	})
 	st, _ := poolSync(ctx, hub, s, "infra")

@@ -153,7 +153,7 @@ func TestSyncAddChangeRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range machines {
-		if m.Labels["example.com/owner"] != "platform" || m.Labels[localfleet.LabelMachineSet] == "" {
+		if m.Labels["example.com/owner"] != "platform" || m.Labels[nmsync.LabelMachineSet] == "" {
 			t.Errorf("Machine %s labels %v", m.Name, m.Labels)
 		}
 		if _, ok := m.Spec.Labels["example.com/tier"]; ok {

@@ -33,6 +33,22 @@ const (
 	PhaseContested   = "Contested"   // objects are left alone for a while: another writer kept undoing the pool on them
 )
 
+// Reasons of a pool's phase that the controller decides. A Refused pool
+// carries pkg/sync's validation code (ReservedKey, InvalidEffect...), an
+// Unreachable one pkg/remote's connection reason (Unauthorized, Timeout...).
+const (
+	ReasonClusterPaused            = "ClusterPaused"            // Paused: the ClusterDeployment is annotated paused
+	ReasonPoolPaused               = "PoolPaused"               // Paused: the MachinePool is annotated paused
+	ReasonPoolDeleting             = "PoolDeleting"             // Paused: the MachinePool is being deleted
+	ReasonDryRun                   = "DryRun"                   // Drifted: the controller runs with --dry-run
+	ReasonReadFailed               = "ReadFailed"               // Unreachable: the spoke's cache could not be read
+	ReasonWriteFailed              = "WriteFailed"              // Drifted: a write failed transiently; retried with backoff
+	ReasonWriteDenied              = "WriteDenied"              // Drifted: the spoke refused a write; retried every --denied-retry
+	ReasonContested                = "Contested"                // Contested: objects held after another writer kept undoing the pool
+	ReasonNoExecutePaced           = "NoExecutePaced"           // RollingOut: NoExecute taints wait for their batch
+	ReasonClusterDeploymentMissing = "ClusterDeploymentMissing" // Unreachable: the pool names a ClusterDeployment that does not exist
+)
+
 // MachinePoolSyncStatus summarises the last sync of one MachinePool.
 type MachinePoolSyncStatus struct {
 	// Cluster is the ClusterDeployment's name.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	hub "github.com/openshift/hub-node-metadata/config/hub"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
@@ -22,7 +24,7 @@ const (
 	roleKey    = "node-role.kubernetes.io/bench"
 	hubOnlyKey = "bench.example.com/hub-only"
 	taintKey   = "bench.example.com/dedicated"
-	pausedKey  = fleet.AnnotationPaused
+	pausedKey  = nmsync.AnnotationPaused
 )
 
 type bench struct {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -152,7 +154,7 @@ func (w *watcher) poolObjectsLocked(machineSet string) ([]*machinev1beta1.Machin
 	var ns []nodeState
 	missing := 0
 	for _, m := range w.machines {
-		if m.Labels[localfleet.LabelMachineSet] != machineSet {
+		if m.Labels[nmsync.LabelMachineSet] != machineSet {
 			continue
 		}
 		ms = append(ms, m)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -415,7 +417,7 @@ func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error 
 		_, ns, _ := wt.poolObjectsLocked(machineSetName(s, pool))
 		var names []string
 		for _, m := range wt.machines {
-			if m.Labels[localfleet.LabelMachineSet] == machineSetName(s, pool) && m.Status.NodeRef != nil {
+			if m.Labels[nmsync.LabelMachineSet] == machineSetName(s, pool) && m.Status.NodeRef != nil {
 				names = append(names, m.Status.NodeRef.Name)
 			}
 		}

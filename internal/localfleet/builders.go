@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	hivev1aws "github.com/openshift/hive/apis/hive/v1/aws"
@@ -17,16 +19,8 @@ import (
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 )
 
-// Labels machine-api and Hive put on the spoke's objects.
-const (
-	LabelMachinePool       = "hive.openshift.io/machine-pool"
-	LabelManaged           = "hive.openshift.io/managed"
-	LabelClusterAPICluster = "machine.openshift.io/cluster-api-cluster"
-	LabelMachineRole       = "machine.openshift.io/cluster-api-machine-role"
-	LabelMachineType       = "machine.openshift.io/cluster-api-machine-type"
-	LabelMachineSet        = "machine.openshift.io/cluster-api-machineset"
-	AnnotationNodeMachine  = "machine.openshift.io/machine"
-)
+// LabelManaged is the label Hive puts on the spoke MachineSets it manages.
+const LabelManaged = "hive.openshift.io/managed"
 
 // Scheme knows core, RBAC, authentication, Hive and machine-api types.
 func Scheme() *runtime.Scheme {
@@ -162,12 +156,12 @@ func Taint(key, value string, effect corev1.TaintEffect) corev1.Taint {
 // pool, in one zone.
 func MachineSetFor(infraID string, mp *hivev1.MachinePool, zone string) *machinev1beta1.MachineSet {
 	name := fmt.Sprintf("%s-%s-%s", infraID, mp.Spec.Name, zone)
-	sel := map[string]string{LabelClusterAPICluster: infraID, LabelMachineSet: name}
+	sel := map[string]string{nmsync.LabelClusterAPICluster: infraID, nmsync.LabelMachineSet: name}
 	tmplLabels := map[string]string{
-		LabelClusterAPICluster: infraID,
-		LabelMachineRole:       mp.Spec.Name,
-		LabelMachineType:       mp.Spec.Name,
-		LabelMachineSet:        name,
+		nmsync.LabelClusterAPICluster: infraID,
+		nmsync.LabelMachineRole:       mp.Spec.Name,
+		nmsync.LabelMachineType:       mp.Spec.Name,
+		nmsync.LabelMachineSet:        name,
 	}
 	for k, v := range mp.Spec.MachineLabels {
 		if _, clash := tmplLabels[k]; !clash {
@@ -183,9 +177,9 @@ func MachineSetFor(infraID string, mp *hivev1.MachinePool, zone string) *machine
 			Namespace: MachineAPINamespace,
 			Name:      name,
 			Labels: map[string]string{
-				LabelClusterAPICluster: infraID,
-				LabelMachinePool:       mp.Spec.Name,
-				LabelManaged:           "true",
+				nmsync.LabelClusterAPICluster: infraID,
+				nmsync.LabelMachinePool:       mp.Spec.Name,
+				LabelManaged:                  "true",
 			},
 		},
 		Spec: machinev1beta1.MachineSetSpec{
@@ -253,7 +247,7 @@ func NodeFor(m *machinev1beta1.Machine, name, zone string, index int) *corev1.No
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Labels:      labels,
-			Annotations: map[string]string{AnnotationNodeMachine: m.Namespace + "/" + m.Name},
+			Annotations: map[string]string{nmsync.AnnotationNodeMachine: m.Namespace + "/" + m.Name},
 		},
 		Spec: corev1.NodeSpec{ProviderID: ptr.Deref(m.Spec.ProviderID, "")},
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -225,7 +227,7 @@ func (s *Spoke) Machines(ctx context.Context, pool string) ([]machinev1beta1.Mac
 		return nil, err
 	}
 	list := &machinev1beta1.MachineList{}
-	err = s.Admin.List(ctx, list, client.InNamespace(MachineAPINamespace), client.MatchingLabels{LabelMachineSet: ms.Name})
+	err = s.Admin.List(ctx, list, client.InNamespace(MachineAPINamespace), client.MatchingLabels{nmsync.LabelMachineSet: ms.Name})
 	return list.Items, err
 }
 

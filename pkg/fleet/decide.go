@@ -55,8 +55,8 @@ func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun boo
 	for i := range pools {
 		d.Results[i] = PoolResult{Cluster: ck, Pool: pools[i].Name, PoolName: pools[i].Spec.Name, Generation: pools[i].Generation, DryRun: dryRun}
 	}
-	if cd.Annotations[AnnotationPaused] == "true" {
-		d.setAll(v1alpha1.PhasePaused, "ClusterPaused", "the ClusterDeployment has "+AnnotationPaused+"=true")
+	if cd.Annotations[nmsync.AnnotationPaused] == "true" {
+		d.setAll(v1alpha1.PhasePaused, v1alpha1.ReasonClusterPaused, "the ClusterDeployment has "+nmsync.AnnotationPaused+"=true")
 		d.State = StatePaused
 		return d
 	}
@@ -70,11 +70,11 @@ func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun boo
 	for i := range pools {
 		mp, out := &pools[i], &d.Results[i]
 		switch {
-		case mp.Annotations[AnnotationPaused] == "true":
-			out.Phase, out.Reason, out.Message = v1alpha1.PhasePaused, "PoolPaused", "the MachinePool has "+AnnotationPaused+"=true"
+		case mp.Annotations[nmsync.AnnotationPaused] == "true":
+			out.Phase, out.Reason, out.Message = v1alpha1.PhasePaused, v1alpha1.ReasonPoolPaused, "the MachinePool has "+nmsync.AnnotationPaused+"=true"
 			anyPaused = true
 		case !mp.DeletionTimestamp.IsZero():
-			out.Phase, out.Reason, out.Message = v1alpha1.PhasePaused, "PoolDeleting", "the MachinePool is being deleted"
+			out.Phase, out.Reason, out.Message = v1alpha1.PhasePaused, v1alpha1.ReasonPoolDeleting, "the MachinePool is being deleted"
 		default:
 			desired, warnings, err := nmsync.DesiredFromPool(mp.Spec)
 			out.Warnings = warnings

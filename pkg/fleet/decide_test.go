@@ -3,6 +3,8 @@ package fleet
 import (
 	"testing"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	"github.com/google/go-cmp/cmp"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +47,9 @@ func TestDecide(t *testing.T) {
 		want  got
 	}{
 		"cluster paused": {
-			cd:    installed(func(cd *hivev1.ClusterDeployment) { cd.Annotations = map[string]string{AnnotationPaused: "true"} }),
+			cd: installed(func(cd *hivev1.ClusterDeployment) {
+				cd.Annotations = map[string]string{nmsync.AnnotationPaused: "true"}
+			}),
 			pools: []hivev1.MachinePool{pool("a")},
 			want:  got{State: StatePaused, Phases: []string{"Paused/ClusterPaused"}},
 		},
@@ -57,7 +61,7 @@ func TestDecide(t *testing.T) {
 		"pool paused, pool deleting, pool refused, pool to sync": {
 			cd: installed(),
 			pools: []hivev1.MachinePool{
-				pool("a", func(mp *hivev1.MachinePool) { mp.Annotations = map[string]string{AnnotationPaused: "true"} }),
+				pool("a", func(mp *hivev1.MachinePool) { mp.Annotations = map[string]string{nmsync.AnnotationPaused: "true"} }),
 				pool("b", func(mp *hivev1.MachinePool) { mp.DeletionTimestamp = &now }),
 				pool("c", func(mp *hivev1.MachinePool) { mp.Spec.Labels = map[string]string{"kubernetes.io/x": "1"} }),
 				pool("d"),
@@ -98,7 +102,7 @@ func TestDecide(t *testing.T) {
 		})
 	}
 	// Unreachable fills only the pools still undecided.
-	d := Decide(installed(), []hivev1.MachinePool{pool("a", func(mp *hivev1.MachinePool) { mp.Annotations = map[string]string{AnnotationPaused: "true"} }), pool("b")}, false)
+	d := Decide(installed(), []hivev1.MachinePool{pool("a", func(mp *hivev1.MachinePool) { mp.Annotations = map[string]string{nmsync.AnnotationPaused: "true"} }), pool("b")}, false)
 	d.Unreachable("Timeout", "slow")
 	if d.Results[0].Phase != v1alpha1.PhasePaused || d.Results[1].Phase != v1alpha1.PhaseUnreachable || d.State != StateUnreachable {
 		t.Errorf("after Unreachable: %+v, state %s", d.Results, d.State)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
@@ -127,7 +128,7 @@ func driftOfCluster(ctx context.Context, dial func(context.Context, *hivev1.Clus
 func driftRow(pr PoolResult) DriftRow {
 	st := Status(pr)
 	row := DriftRow{Cluster: pr.Cluster, Pool: pr.Pool, State: st.Phase, Reason: st.Reason, Message: st.Message, SkippedNodes: st.Skipped}
-	if row.Reason == "DryRun" {
+	if row.Reason == v1alpha1.ReasonDryRun {
 		row.Reason = ""
 	}
 	changes := map[string]bool{}

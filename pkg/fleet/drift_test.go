@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+
 	"github.com/google/go-cmp/cmp"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,7 +47,7 @@ func TestDriftOfCluster(t *testing.T) {
 	if len(rows) != 1 || rows[0].State != "Unreachable" {
 		t.Errorf("an unreachable spoke: %+v", rows)
 	}
-	w.cd.Annotations = map[string]string{AnnotationPaused: "true"}
+	w.cd.Annotations = map[string]string{nmsync.AnnotationPaused: "true"}
 	if rows = driftOfCluster(context.Background(), unreachable, w.cd, pools.Items); len(rows) != 1 || rows[0].State != "Paused" {
 		t.Errorf("a paused cluster: %+v", rows)
 	}

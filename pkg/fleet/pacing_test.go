@@ -240,7 +240,7 @@ func TestRollingOutStatus(t *testing.T) {
 	ok := []nmsync.Result{{Kind: "Machine", Name: "m0", Outcome: nmsync.OutcomeInSync}, {Kind: "Node", Name: "n0", Outcome: nmsync.OutcomeInSync}}
 	st := Status(PoolResult{Cluster: "ns/c", PoolName: "workers", Results: ok, Rollout: ro})
 	nb := metav1.NewTime(next.Truncate(time.Second))
-	want := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "workers", Phase: v1alpha1.PhaseRollingOut, Reason: ReasonNoExecutePaced,
+	want := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "workers", Phase: v1alpha1.PhaseRollingOut, Reason: v1alpha1.ReasonNoExecutePaced,
 		Total: 2, Synced: 2,
 		Message: "gpu=a:NoExecute reaches existing Nodes 2 Nodes at a time every 10s: 2/5 done",
 		Rollout: &v1alpha1.RolloutStatus{Taints: "gpu=a:NoExecute", Progress: "2/5", Done: 2, Total: 5, Batch: 2, Interval: "10s", NextBatchTime: &nb}}
@@ -273,7 +273,7 @@ func TestContestedStatus(t *testing.T) {
 	results := append([]nmsync.Result{{Kind: "Machine", Name: "m0", Outcome: nmsync.OutcomeInSync}},
 		contestedResults(context.Background(), nmsync.Desired{Labels: map[string]string{"a": "1"}}, target)...)
 	st := Status(PoolResult{Cluster: "ns/c", PoolName: "workers", Results: results})
-	want := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "workers", Phase: v1alpha1.PhaseContested, Reason: ReasonContested,
+	want := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "workers", Phase: v1alpha1.PhaseContested, Reason: v1alpha1.ReasonContested,
 		Total: 3, Synced: 1, Drifted: 2,
 		Message: "2 object(s) not written for a while: another writer kept undoing this pool's metadata on them: Machine m1, Node n1"}
 	if diff := cmp.Diff(want, st); diff != "" {

@@ -77,13 +77,13 @@ func TestReconcile(t *testing.T) {
 		},
 		"cluster paused: the spoke is not even connected": {
 			mutate: func(cd *hivev1.ClusterDeployment, _ *hivev1.MachinePool, _ []client.Object) {
-				cd.Annotations = map[string]string{AnnotationPaused: "true"}
+				cd.Annotations = map[string]string{nmsync.AnnotationPaused: "true"}
 			},
 			want: outcome{Phase: v1alpha1.PhasePaused, Reason: "ClusterPaused", StatusWrites: 2, State: StatePaused},
 		},
 		"pool paused": {
 			mutate: func(_ *hivev1.ClusterDeployment, mp *hivev1.MachinePool, _ []client.Object) {
-				mp.Annotations = map[string]string{AnnotationPaused: "true"}
+				mp.Annotations = map[string]string{nmsync.AnnotationPaused: "true"}
 			},
 			want: outcome{Phase: v1alpha1.PhasePaused, Reason: "PoolPaused", StatusWrites: 2, Ensured: true, State: StatePaused},
 		},
@@ -216,8 +216,8 @@ func TestReconcileContested(t *testing.T) {
 	}
 	before := w.spoke.patches["Machine/c-workers-a-0"]
 	for i, want := range []outcome{
-		{Phase: v1alpha1.PhaseContested, Reason: ReasonContested, Total: 4, Synced: 3, Drifted: 1, StatusWrites: 1},
-		{Phase: v1alpha1.PhaseContested, Reason: ReasonContested, Total: 4, Synced: 3, Drifted: 1},
+		{Phase: v1alpha1.PhaseContested, Reason: v1alpha1.ReasonContested, Total: 4, Synced: 3, Drifted: 1, StatusWrites: 1},
+		{Phase: v1alpha1.PhaseContested, Reason: v1alpha1.ReasonContested, Total: 4, Synced: 3, Drifted: 1},
 	} {
 		res, err := w.reconcile(t)
 		got = w.outcome(t, res.RequeueAfter, err)

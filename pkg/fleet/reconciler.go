@@ -28,15 +28,6 @@ import (
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
-// Annotations people set on the hub.
-const (
-	// AnnotationPaused, set to "true" on a MachinePool or a
-	// ClusterDeployment, makes the controller leave that pool (or every pool
-	// of that cluster) alone: it reads nothing from the spoke and writes
-	// nothing. Its MachinePoolSync shows Phase Paused.
-	AnnotationPaused = "hub-node-metadata.openshift.io/paused"
-)
-
 // Event reasons on MachinePools and ClusterDeployments.
 const (
 	EventApplied    = "Applied"
@@ -44,18 +35,18 @@ const (
 	EventWouldApply = "DriftDetected"
 	EventRefused    = "Refused"
 	EventSyncFailed = "SyncFailed"
-	EventContested  = "Contested"
+	EventContested  = v1alpha1.ReasonContested
 	// EventDenied: the spoke refused a patch in a way retrying cannot fix
 	// (an admission webhook's denial, a 422); the object is retried every
 	// --denied-retry.
-	EventDenied = "WriteDenied"
+	EventDenied = v1alpha1.ReasonWriteDenied
 	// EventPoolWarning: items of the pool were corrected or ignored, as Hive
 	// does (duplicate taints, machine labels that clash with machine-api's).
 	EventPoolWarning  = "PoolItemsIgnored"
 	EventDisconnected = "SpokeUnavailable"
 	EventConnected    = "SpokeConnected"
 	// EventClusterMissing: the pool names a ClusterDeployment that does not exist.
-	EventClusterMissing = "ClusterDeploymentMissing"
+	EventClusterMissing = v1alpha1.ReasonClusterDeploymentMissing
 	// A paced NoExecute rollout: its first batch, each batch, its end.
 	EventNoExecuteStarted = "NoExecuteRolloutStarted"
 	EventNoExecuteBatch   = "NoExecuteBatch"
@@ -284,7 +275,7 @@ func (r *Reconciler) readSpoke(ctx context.Context, cd *hivev1.ClusterDeployment
 	}
 	objs, err := listSpoke(ctx, spoke)
 	if err != nil {
-		d.Unreachable("ReadFailed", err.Error())
+		d.Unreachable(v1alpha1.ReasonReadFailed, err.Error())
 		return nil, SpokeObjects{}, fmt.Errorf("read spoke: %w", err)
 	}
 	return spoke, objs, nil
@@ -405,7 +396,7 @@ func contestedResults(ctx context.Context, d nmsync.Desired, t nmsync.Target) []
 	out := (&nmsync.Applier{DryRun: true}).SyncTarget(ctx, d, t)
 	for i := range out {
 		if out[i].Outcome == nmsync.OutcomeWouldPatch {
-			out[i].Outcome, out[i].Reason = nmsync.OutcomeSkipped, ReasonContested
+			out[i].Outcome, out[i].Reason = nmsync.OutcomeSkipped, v1alpha1.ReasonContested
 		}
 	}
 	return out
@@ -568,7 +559,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		created = true
 		cur = &v1alpha1.MachinePoolSync{ObjectMeta: metav1.ObjectMeta{
 			Namespace: mp.Namespace, Name: mp.Name,
-			Labels: map[string]string{"hive.openshift.io/cluster-deployment-name": mp.Spec.ClusterDeploymentRef.Name},
+			Labels: map[string]string{nmsync.LabelClusterDeploymentName: mp.Spec.ClusterDeploymentRef.Name},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: hivev1.SchemeGroupVersion.String(), Kind: "MachinePool", Name: mp.Name, UID: mp.UID,
 			}},
@@ -648,7 +639,7 @@ func (r *Reconciler) reportOrphans(ctx context.Context, key types.NamespacedName
 		}
 		msg := fmt.Sprintf("spec.clusterDeploymentRef names ClusterDeployment %s, which does not exist", key)
 		st := Status(PoolResult{Cluster: key.String(), PoolName: mp.Spec.Name, Generation: mp.Generation,
-			Phase: v1alpha1.PhaseUnreachable, Reason: EventClusterMissing, Message: msg})
+			Phase: v1alpha1.PhaseUnreachable, Reason: v1alpha1.ReasonClusterDeploymentMissing, Message: msg})
 		news, err := r.writeStatus(ctx, mp, st, false, now)
 		if err != nil {
 			return err

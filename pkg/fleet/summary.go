@@ -92,7 +92,7 @@ func Count(results []nmsync.Result) Counts {
 			}
 		case nmsync.OutcomeSkipped:
 			switch r.Reason {
-			case nmsync.ReasonSettling, ReasonContested, nmsync.ReasonMachineNotSynced:
+			case nmsync.ReasonSettling, v1alpha1.ReasonContested, nmsync.ReasonMachineNotSynced:
 				// Not written, and not delivered: drifted.
 				c.Total++
 				c.Drifted++
@@ -100,7 +100,7 @@ func Count(results []nmsync.Result) Counts {
 				switch r.Reason {
 				case nmsync.ReasonSettling:
 					c.Settling++
-				case ReasonContested:
+				case v1alpha1.ReasonContested:
 					c.Contested++
 				}
 			default:
@@ -136,12 +136,12 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 	switch {
 	case c.Contested > 0 && c.Failed == 0 && !pr.DryRun:
 		// Held, not failed: say so, and which objects, rather than InSync.
-		st.Phase, st.Reason = v1alpha1.PhaseContested, ReasonContested
+		st.Phase, st.Reason = v1alpha1.PhaseContested, v1alpha1.ReasonContested
 		st.Message = truncate(fmt.Sprintf("%d object(s) not written for a while: another writer kept undoing this pool's metadata on them: %s",
 			c.Contested, strings.Join(contestedNames(pr.Results), ", ")), 1024)
 	case c.Drifted == 0 && st.Rollout != nil:
 		// Not InSync: the pool is not delivered until the last batch.
-		st.Phase, st.Reason = v1alpha1.PhaseRollingOut, ReasonNoExecutePaced
+		st.Phase, st.Reason = v1alpha1.PhaseRollingOut, v1alpha1.ReasonNoExecutePaced
 		st.Message = fmt.Sprintf("%s reaches existing Nodes %s: %d/%d done", ro.TaintList(), ro.Pacing, ro.Done(), ro.Total)
 		if pr.DryRun {
 			st.Message = "dry run: " + st.Message
@@ -152,13 +152,13 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 		st.Phase = v1alpha1.PhaseDrifted
 		switch {
 		case pr.DryRun && c.Failed == 0:
-			st.Reason = "DryRun"
+			st.Reason = v1alpha1.ReasonDryRun
 		case c.Denied > 0:
 			// Named apart: retrying cannot fix it, someone must look.
-			st.Reason = ReasonWriteDenied
+			st.Reason = v1alpha1.ReasonWriteDenied
 			st.Message = truncate(fmt.Sprintf("%d object(s) denied by the spoke, retried on a slow cadence; %s", c.Denied, firstDenial(pr.Results)), 1024)
 		default:
-			st.Reason = ReasonWriteFailed
+			st.Reason = v1alpha1.ReasonWriteFailed
 			st.Message = truncate(firstError(pr.Results), 1024)
 		}
 	}
@@ -237,28 +237,15 @@ func rolloutStatus(ro *Rollout) *v1alpha1.RolloutStatus {
 	return rs
 }
 
-// ReasonNoExecutePaced is the reason of a RollingOut pool.
-const ReasonNoExecutePaced = "NoExecutePaced"
-
-// ReasonContested is the reason of a Contested pool, and of the results of
-// the objects held.
-const ReasonContested = "Contested"
-
 func contestedNames(results []nmsync.Result) []string {
 	var out []string
 	for _, r := range results {
-		if r.Outcome == nmsync.OutcomeSkipped && r.Reason == ReasonContested {
+		if r.Outcome == nmsync.OutcomeSkipped && r.Reason == v1alpha1.ReasonContested {
 			out = append(out, r.Kind+" "+r.Name)
 		}
 	}
 	return out
 }
-
-// Status reasons of a Drifted pool whose writes did not all succeed.
-const (
-	ReasonWriteFailed = "WriteFailed" // transient: retried with backoff
-	ReasonWriteDenied = "WriteDenied" // refused by the spoke: retried every --denied-retry
-)
 
 func firstDenial(results []nmsync.Result) string {
 	for _, r := range results {

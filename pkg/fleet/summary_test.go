@@ -61,7 +61,7 @@ func TestStatus(t *testing.T) {
 				res("Machine", "m1", nmsync.OutcomeInSync),
 				{Kind: "Node", Name: "n1", Outcome: nmsync.OutcomeFailed, Reason: nmsync.ReasonDenied, Err: errors.New("webhook says no"), Requests: 1},
 			}},
-			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseDrifted, Total: 2, Synced: 1, Drifted: 1, Reason: ReasonWriteDenied,
+			want: v1alpha1.MachinePoolSyncStatus{Cluster: "c1", Pool: "infra", Phase: v1alpha1.PhaseDrifted, Total: 2, Synced: 1, Drifted: 1, Reason: v1alpha1.ReasonWriteDenied,
 				Message: "1 object(s) denied by the spoke, retried on a slow cadence; Node n1: webhook says no"},
 		},
 		"items ignored as Hive ignores them are in the message of an in-sync pool": {

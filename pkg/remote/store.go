@@ -513,7 +513,7 @@ func clonePtr[T any](p *T) *T {
 func keptAnnotations(in map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range in {
-		if strings.HasPrefix(k, "hub-node-metadata.openshift.io/") || k == "machine.openshift.io/machine" {
+		if strings.HasPrefix(k, nmsync.KeyPrefix) || k == nmsync.AnnotationNodeMachine {
 			if out == nil {
 				out = make(map[string]string, 4)
 			}

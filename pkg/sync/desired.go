@@ -161,11 +161,11 @@ var adminLabels = map[string]bool{
 // Hive's installer of July 2026). DesiredFromPool drops them with a warning and
 // syncs the rest of the pool, so existing Machines get what new ones get.
 var HiveIgnoredMachineLabels = map[string]string{
-	"machine.openshift.io/cluster-api-cluster":      "machine-api generates",
-	"machine.openshift.io/cluster-api-machine-role": "machine-api generates",
-	"machine.openshift.io/cluster-api-machine-type": "machine-api generates",
-	LabelMachineSet: "machine-api generates",
-	"machineconfiguration.openshift.io/osstream": "the installer generates when its OSStreams feature gate is on",
+	LabelClusterAPICluster: "machine-api generates",
+	LabelMachineRole:       "machine-api generates",
+	LabelMachineType:       "machine-api generates",
+	LabelMachineSet:        "machine-api generates",
+	LabelOSStream:          "the installer generates when its OSStreams feature gate is on",
 }
 
 // ignoredMachineLabelWarning is the warning for a machine label Hive ignores.

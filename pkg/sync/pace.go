@@ -10,17 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Per-pool annotations on a MachinePool that pace its NoExecute taints.
-const (
-	// AnnotationNoExecuteBatch is how many Nodes of the pool get a new or
-	// changed NoExecute taint at a time: a count ("3"), a percentage of the
-	// pool's Nodes ("25%", rounded down, at least 1), or "all" (no pacing).
-	AnnotationNoExecuteBatch = "hub-node-metadata.openshift.io/noexecute-batch"
-	// AnnotationNoExecuteInterval is the wait after a batch is written
-	// before the next one: a duration ("2m", "30s"), or "all" (no pacing).
-	AnnotationNoExecuteInterval = "hub-node-metadata.openshift.io/noexecute-interval"
-)
-
 // Pacing defaults: 10 % of the pool's Nodes (at least 1) every 2 minutes.
 const (
 	DefaultNoExecutePercent  = 10
