@@ -16,6 +16,7 @@ import (
 // checks that the report has every section with numbers. It does not check
 // that goals are met: that is the benchmark's job, at its real sizes.
 func TestBenchPipeline(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "bench")

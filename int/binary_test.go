@@ -166,6 +166,7 @@ func driftRows(t *testing.T, ctx context.Context, f *localfleet.Fleet) []fleet.D
 }
 
 func TestDriftCommand(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 2)
@@ -210,6 +211,7 @@ func TestDriftCommand(t *testing.T) {
 }
 
 func TestBinarySurvivesSIGKILLMidRollout(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

@@ -141,6 +141,7 @@ func addInfraPool(t *testing.T, ctx context.Context, s *localfleet.Spoke, replic
 }
 
 func TestControllerEndToEnd(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 3)
@@ -264,6 +265,7 @@ func TestControllerEndToEnd(t *testing.T) {
 }
 
 func TestControllerDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

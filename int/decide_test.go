@@ -22,6 +22,7 @@ import (
 // the live controller's writes agree pool by pool: they share one decision
 // (fleet.Decide) and one planner.
 func TestDriftDryRunAndControllerAgree(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 3)

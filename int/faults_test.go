@@ -82,6 +82,7 @@ func assertNothingLost(t *testing.T, ctx context.Context, s *localfleet.Spoke, b
 }
 
 func TestFaultSpokeKilledMidRollout(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 2)
@@ -114,6 +115,7 @@ func TestFaultSpokeKilledMidRollout(t *testing.T) {
 }
 
 func TestFaultSlowSpoke(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 2)
@@ -139,6 +141,7 @@ func TestFaultSlowSpoke(t *testing.T) {
 }
 
 func TestFaultHubRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -165,6 +168,7 @@ func generation(ctx context.Context, t *testing.T, f *localfleet.Fleet, s *local
 }
 
 func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -228,6 +232,7 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 }
 
 func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 2)

@@ -47,6 +47,7 @@ func spokeClientFromHub(t *testing.T, ctx context.Context, f *localfleet.Fleet, 
 }
 
 func TestFleetLayout(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 2)
@@ -105,6 +106,7 @@ func TestFleetLayout(t *testing.T) {
 }
 
 func TestCredentialRevokeAndRotate(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -125,6 +127,7 @@ func TestCredentialRevokeAndRotate(t *testing.T) {
 }
 
 func TestSpokeRestartKeepsAddressAndCA(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -143,6 +146,7 @@ func TestSpokeRestartKeepsAddressAndCA(t *testing.T) {
 }
 
 func TestAuditLogRecordsHubCredential(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

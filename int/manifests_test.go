@@ -63,6 +63,7 @@ var wantLeaderElectionRole = map[string][]string{
 // the pods to the restricted profile, and the alerts and the dashboard to
 // metrics the controller exports.
 func TestManifests(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 0)

@@ -96,6 +96,7 @@ func writesByObject(t *testing.T, s *localfleet.Spoke, skip int) map[string]map[
 // leaked items (a removed item left on a Node), lost foreign items, and
 // writes per object per writer from the spoke's audit log.
 func TestBesideNodelink(t *testing.T) {
+	t.Parallel()
 	for _, lag := range []time.Duration{0, 250 * time.Millisecond} {
 		t.Run(fmt.Sprintf("lag %s", lag), func(t *testing.T) { besideNodelink(t, lag) })
 	}

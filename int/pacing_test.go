@@ -219,6 +219,7 @@ func hasRolloutEvents(ctx context.Context, f *localfleet.Fleet, s *localfleet.Sp
 // mid-rollout removes it everywhere at once; "all" opts out of pacing; a bad
 // pacing annotation is refused and writes nothing.
 func TestNoExecutePacedRollout(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -338,6 +339,7 @@ func TestNoExecutePacedRollout(t *testing.T) {
 // than asked, none comes sooner than the interval after the one before,
 // nothing is lost, and the rollout completes.
 func TestNoExecutePacingAcrossLeaderChangeAndRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

@@ -650,6 +650,7 @@ func checkAll(t *testing.T, ps *promServer, d dashboard, alerts map[string]strin
 }
 
 func TestPrometheusRulesAndDashboard(t *testing.T) {
+	t.Parallel()
 	screenshot := os.Getenv("HUB_NODE_METADATA_SCREENSHOT")
 	promBin, promtool, chromium := monitoringTools(t, screenshot != "")
 	dir := t.TempDir()

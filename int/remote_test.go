@@ -38,6 +38,7 @@ func poolReason(ctx context.Context, hub client.Client, s *localfleet.Spoke) (st
 }
 
 func TestUnreachableAndBlackHoledSpokesDoNotHoldOthers(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 3)
@@ -120,6 +121,7 @@ func badKubeconfig(t *testing.T, ctx context.Context, s *localfleet.Spoke, mutat
 }
 
 func TestBadKubeconfigSecrets(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 2)
@@ -230,6 +232,7 @@ func caseLabel(name string) string {
 }
 
 func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

@@ -65,6 +65,7 @@ func isLeader(p *controllerProcess) bool {
 }
 
 func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -110,6 +111,7 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 }
 
 func TestShardsWriteDisjointClusters(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 4)

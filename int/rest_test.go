@@ -87,6 +87,7 @@ func spokeVerbsSince(t *testing.T, s *localfleet.Spoke, offset int) map[string]i
 // A fleet in sync costs only watches: resyncs come and go (every 2 s here),
 // and neither a spoke nor the hub sees a request other than a watch.
 func TestFleetAtRestSendsOnlyWatches(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 2)
@@ -130,6 +131,7 @@ func TestFleetAtRestSendsOnlyWatches(t *testing.T) {
 // A restarted controller finds every status already right: it reads each
 // cluster's kubeconfig Secret once and writes nothing to the hub.
 func TestRestartRewritesNothing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 3)
@@ -198,6 +200,7 @@ func TestRestartRewritesNothing(t *testing.T) {
 // comes back (restored, or fixed after being invalid) reconnects its cluster
 // at once, with the pool change made meanwhile delivered: no resync needed.
 func TestKubeconfigSecretDeletedRestoredAndFixed(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -260,6 +263,7 @@ func TestKubeconfigSecretDeletedRestoredAndFixed(t *testing.T) {
 // transport's HTTP/2 health check and the watches notice), and reconnects
 // once it is back.
 func TestDeadSpokeDetectedWithoutPolling(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 4)
@@ -367,6 +371,7 @@ const tokenCacheTTL = 11 * time.Second
 // API server restarts are opened again with the revoked token, the spoke answers 401, and the
 // pool says Unauthorized. A rotated Secret then brings it back.
 func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

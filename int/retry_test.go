@@ -42,6 +42,7 @@ func hubPatches(t *testing.T, s *localfleet.Spoke, offset int) (all, failed int,
 // backoff, without waiting for the resync (an hour here), and every object
 // ends up written once more than its failed attempts.
 func TestTransientWriteFailuresAreRetried(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -108,6 +109,7 @@ func machinesHoldLabel(ctx context.Context, s *localfleet.Spoke, k, v string) bo
 // the pool's other objects converge; once the webhook relents, the Node
 // converges on the next slow retry.
 func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

@@ -21,6 +21,7 @@ import (
 // scans everything it said (logs, Events, MachinePoolSync messages) for any
 // token, key or certificate it was given.
 func TestNoCredentialMaterialInLogsOrEvents(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

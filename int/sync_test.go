@@ -102,6 +102,7 @@ func snapshotForeign(t *testing.T, ctx context.Context, s *localfleet.Spoke, poo
 }
 
 func TestSyncAddChangeRemove(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -201,6 +202,7 @@ func assertTaint(t *testing.T, what string, taints []corev1.Taint, key, value st
 }
 
 func TestSyncWithConcurrentWriter(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -301,6 +303,7 @@ func TestSyncWithConcurrentWriter(t *testing.T) {
 }
 
 func TestSyncCrashBetweenMachineAndNode(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)

@@ -66,7 +66,6 @@ type Fleet struct {
 
 	mu     sync.Mutex
 	spokes map[string]*Spoke
-	next   int
 }
 
 // Hub is the hub API server with Hive's CRDs installed.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
@@ -117,12 +118,14 @@ type Spoke struct {
 	counter    int
 }
 
+// spokeSeq numbers spokes across every fleet of the process, so that fleets
+// started side by side (parallel tests) never share a cluster key in the
+// process-wide metrics registry. The first fleet's spokes are spoke-1, 2...
+var spokeSeq atomic.Int64
+
 // AddSpoke starts a new spoke API server and registers it on the hub.
 func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) {
-	f.mu.Lock()
-	f.next++
-	seq := f.next
-	f.mu.Unlock()
+	seq := int(spokeSeq.Add(1))
 	name := fmt.Sprintf("spoke-%d", seq)
 	s := &Spoke{Name: name, InfraID: fmt.Sprintf("%s-x%04d", name, seq), fleet: f, seq: seq}
 
