@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 
 	"k8s.io/client-go/rest"
@@ -26,6 +27,10 @@ func run(args []string) error {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
 	log := ctrl.Log.WithName("hub-controller")
+	memLimit, err := fleet.SetMemoryLimit()
+	if err != nil {
+		log.Error(err, "cannot read the container's memory limit; running without a soft memory limit")
+	}
 	cfg, err := hubConfig(*kubeconfig, &rc)
 	if err != nil {
 		return err
@@ -38,7 +43,8 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("starting", "version", version.Version, "commit", version.Commit, "dryRun", o.DryRun, "shard", fmt.Sprintf("%d/%d", o.ShardIndex, max(o.ShardCount, 1)))
+	log.Info("starting", "version", version.Version, "commit", version.Commit, "dryRun", o.DryRun, "shard", fmt.Sprintf("%d/%d", o.ShardIndex, max(o.ShardCount, 1)),
+		"goMemLimit", softLimit(memLimit))
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
@@ -55,4 +61,12 @@ func hubConfig(path string, rc *fleet.RunConfig) (*rest.Config, error) {
 	}
 	rc.ApplyHub(cfg)
 	return cfg, nil
+}
+
+// softLimit says the soft memory limit for the start-up log.
+func softLimit(bytes int64) string {
+	if bytes <= 0 || bytes == math.MaxInt64 {
+		return "none"
+	}
+	return fmt.Sprintf("%d MiB", bytes>>20)
 }

@@ -78,8 +78,9 @@ type Config struct {
 	// ControllerFlags are extra flags of every controller process (e.g.
 	// --spoke-max-concurrent-connects=128), printed as overrides.
 	ControllerFlags []string
-	// GOMEMLIMIT of the controller process: "" takes config/hub's Deployment memory
-	// limit (the Deployment sets GOMEMLIMIT to it), "off" leaves it unset.
+	// GOMEMLIMIT of the controller process: "" takes what hub-controller sets in
+	// config/hub's Deployment (fleet.MemoryLimitRatio of its memory limit), "off"
+	// runs without a soft memory limit.
 	GOMEMLIMIT string
 	// ConvergeTimeout bounds every wait for convergence.
 	ConvergeTimeout time.Duration

@@ -62,6 +62,11 @@ func ControllerMain(args []string) error {
 		out = fh
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(out)))
+	// As `hub-controller run` does; the benchmark sets GOMEMLIMIT to what
+	// this would find in the Deployment's container (see memoryLimit).
+	if _, err := fleet.SetMemoryLimit(); err != nil {
+		return err
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		return err
@@ -158,6 +163,8 @@ func (b *bench) startController(ctx context.Context, name string, extra ...strin
 	p.cmd.Env = append(os.Environ(), b.cfg.ControllerEnv...)
 	if b.memLimit != "" {
 		p.cmd.Env = append(p.cmd.Env, "GOMEMLIMIT="+b.memLimit)
+	} else {
+		p.cmd.Env = append(p.cmd.Env, "AUTOMEMLIMIT=off") // nor one from this machine's cgroup
 	}
 	p.cmd.Stdout = io.Discard
 	p.cmd.Stderr = os.Stderr
@@ -352,9 +359,10 @@ func controllerKubeconfig(path string, admin *rest.Config, user string) error {
 	return clientcmd.WriteToFile(*kc, path)
 }
 
-// deploymentMemoryLimit returns the manager container's memory limit in config/hub's
-// rendered Deployment, in bytes, as the Deployment's GOMEMLIMIT (resourceFieldRef
-// limits.memory) gives it to the process.
+// deploymentMemoryLimit returns the soft memory limit hub-controller sets in config/hub's
+// Deployment: fleet.MemoryLimitRatio of the manager container's memory limit, in bytes.
+// The benchmark's controller runs outside that container's cgroup, so the benchmark
+// passes it as GOMEMLIMIT (which fleet.SetMemoryLimit leaves as it is).
 func deploymentMemoryLimit(rendered []byte) (string, error) {
 	for _, doc := range strings.Split(string(rendered), "\n---\n") {
 		d := &appsv1.Deployment{}
@@ -363,7 +371,7 @@ func deploymentMemoryLimit(rendered []byte) (string, error) {
 		}
 		for _, c := range d.Spec.Template.Spec.Containers {
 			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == "manager" {
-				return strconv.FormatInt(q.Value(), 10), nil
+				return strconv.FormatInt(int64(float64(q.Value())*fleet.MemoryLimitRatio), 10), nil
 			}
 		}
 	}

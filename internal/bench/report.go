@@ -146,8 +146,8 @@ type Report struct {
 		SpokeQPS                                                                            float64
 		SpokeBurst                                                                          int
 		MaxConcurrentClusters, WritesPerCluster                                             int
-		// GOMEMLIMIT of the controller process: config/hub's Deployment sets it to the
-		// container's memory limit, and so does the benchmark.
+		// GOMEMLIMIT of the controller process: hub-controller sets it to 90% of its
+		// container's memory limit, and the benchmark passes the same.
 		GOMEMLIMIT string
 		// DeployArgs are the flags config/hub's Deployment gives the controller, which every
 		// controller process of the run gets; Overrides the flags this run changed.
@@ -325,7 +325,7 @@ func (r *Report) Judge() {
 			g.Note = "extrapolated linearly from a smaller simulation"
 		}
 		if r.Config.GOMEMLIMIT != "" {
-			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; run as config/hub runs it, GOMEMLIMIT %s bytes (the Deployment's memory limit); %.1f%% CPU in sync", r.Config.GOMEMLIMIT, s.SteadyCPUPercent), "; ")
+			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; run as config/hub runs it, GOMEMLIMIT %s bytes (90%% of the Deployment's memory limit, as hub-controller sets it from its cgroup); %.1f%% CPU in sync", r.Config.GOMEMLIMIT, s.SteadyCPUPercent), "; ")
 		}
 		if s.RSSAt2000MiB >= 1024 {
 			g.Note = strings.TrimPrefix(g.Note+"; "+ratioMiss(s.RSSAt2000MiB, 1024), "; ")
@@ -364,7 +364,7 @@ func (r *Report) Markdown() string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# Benchmarks\n\n")
 	p("Produced by `%s` on %s (%s), in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Duration)
-	p("Spokes are real kube-apiservers over one etcd (internal/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; GOMEMLIMIT %s bytes, the memory limit of config/hub's Deployment, which sets GOMEMLIMIT to its container limit).\n\n",
+	p("Spokes are real kube-apiservers over one etcd (internal/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; GOMEMLIMIT %s bytes: 90%% of the memory limit of config/hub's Deployment, as hub-controller sets it from its container's cgroup).\n\n",
 		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, remote.DefaultQPS), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst, or(r.Config.GOMEMLIMIT, "unset"))
 	overrides := slices.Clone(r.Config.Overrides)
 	if r.Idle.Resync != "" {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -18,6 +19,22 @@ type ManagerConfig struct {
 	LeaseDuration          time.Duration
 	RenewDeadline          time.Duration
 	RetryPeriod            time.Duration
+}
+
+// MemoryLimitRatio is the share of the container's memory limit that the Go
+// runtime takes as its soft limit (SetMemoryLimit). The rest is for what the
+// soft limit does not count: the binary's text and data, thread stacks
+// outside the heap, and the garbage the GC has not yet returned.
+const MemoryLimitRatio = 0.9
+
+// SetMemoryLimit sets the Go runtime's soft memory limit to MemoryLimitRatio
+// of the memory limit of the process's cgroup (a container's
+// resources.limits.memory), read by automemlimit (cgroup v1 and v2), so the
+// GC works harder before the kernel would kill the pod. A GOMEMLIMIT in the
+// environment wins; AUTOMEMLIMIT=off turns it off. Without a cgroup limit it
+// sets no limit. It returns the limit set, in bytes (math.MaxInt64 for none).
+func SetMemoryLimit() (int64, error) {
+	return memlimit.Set(memlimit.WithRatio(MemoryLimitRatio), memlimit.WithProvider(memlimit.FromCgroup))
 }
 
 // NewManager builds the hub manager with the controller's cache and client
