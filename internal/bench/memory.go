@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -27,6 +28,15 @@ func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spok
 	time.Sleep(3 * time.Second)
 	if pt.Memory, err = proc.memory(); err != nil {
 		return pt, err
+	}
+	// Where the bytes go: the heap (live objects by allocation site, after the GC
+	// memory() forced) and the goroutines, beside the report.
+	for _, kind := range []string{"heap", "goroutine"} {
+		_, nodes := b.watchers[spokes[0].Name].counts(machineSetName(spokes[0], pool))
+		name := fmt.Sprintf("controller-%s-%dx%d-%s.pprof", dim, len(spokes), nodes, kind)
+		if err := proc.saveProfile(kind, filepath.Join(b.outDir, name)); err != nil {
+			b.rep.note("%s profile of the %s point: %v", kind, dim, err)
+		}
 	}
 	if pt.Wave, err = b.runWave(ctx, proc, spokes, spokes, dim); err != nil {
 		return pt, err
