@@ -115,6 +115,23 @@ func TestShardsWriteDisjointClusters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 4)
+	// Each shard must own a cluster, or the test would prove nothing of it:
+	// spoke names vary with the tests run before, so add spokes until both do.
+	owned := func() map[int]bool {
+		out := map[int]bool{}
+		for _, s := range f.Spokes() {
+			out[fleet.Shard(s.Name, s.Name, 2)] = true
+		}
+		return out
+	}
+	for len(owned()) < 2 && len(f.Spokes()) < 12 {
+		if _, err := f.AddSpoke(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(owned()) < 2 {
+		t.Fatalf("12 spokes, all in one shard: %v", owned())
+	}
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 2)
 	}

@@ -2,8 +2,9 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	gosync "sync"
 	"time"
@@ -139,15 +140,17 @@ func (o Options) LeaderElectionID() string {
 	return fmt.Sprintf("hub-node-metadata-shard-%d-of-%d", o.ShardIndex, o.ShardCount)
 }
 
-// Shard returns the shard of a cluster among count shards (FNV-1a of
-// "namespace/name").
+// Shard returns the shard of a cluster among count shards: the first 8
+// bytes of the SHA-256 of "namespace/name", modulo count. Every replica
+// computes the same. (FNV-1a, used before, has weak low bits: with Hive's
+// usual layout, a namespace named after its ClusterDeployment, every
+// cluster landed on an even shard, and shard 1 of 2 had none.)
 func Shard(namespace, name string, count int) int {
 	if count <= 1 {
 		return 0
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(namespace + "/" + name))
-	return int(h.Sum32() % uint32(count))
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return int(binary.BigEndian.Uint64(sum[:8]) % uint64(count))
 }
 
 // Scheme returns the scheme the hub manager needs.

@@ -101,17 +101,26 @@ func TestChangeSummary(t *testing.T) {
 }
 
 func TestShardIsStableAndSpread(t *testing.T) {
-	counts := make([]int, 4)
-	for i := range 4000 {
-		s := Shard("ns", "cluster-"+string(rune('a'+i%26))+"-"+time.Duration(i).String(), 4)
-		if s != Shard("ns", "cluster-"+string(rune('a'+i%26))+"-"+time.Duration(i).String(), 4) {
-			t.Fatal("shard is not stable")
-		}
-		counts[s]++
+	layouts := map[string]func(name string) string{
+		"one namespace":                       func(string) string { return "ns" },
+		"a namespace named after the cluster": func(name string) string { return name }, // Hive's usual layout
 	}
-	for i, c := range counts {
-		if c < 800 || c > 1200 {
-			t.Errorf("shard %d holds %d of 4000 clusters: %v", i, c, counts)
+	for layout, namespace := range layouts {
+		for _, n := range []int{2, 3, 4, 8} {
+			counts := make([]int, n)
+			for i := range 4000 {
+				name := "cluster-" + string(rune('a'+i%26)) + "-" + time.Duration(i).String()
+				s := Shard(namespace(name), name, n)
+				if s != Shard(namespace(name), name, n) {
+					t.Fatal("shard is not stable")
+				}
+				counts[s]++
+			}
+			for i, c := range counts {
+				if want := 4000 / n; c < want*8/10 || c > want*12/10 {
+					t.Errorf("%s, %d shards: shard %d holds %d of 4000 clusters: %v", layout, n, i, c, counts)
+				}
+			}
 		}
 	}
 	if Shard("a", "b", 1) != 0 || Shard("a", "b", 0) != 0 {
