@@ -136,8 +136,11 @@ func (w *Webhook) Close(ctx context.Context) error {
 // has loaded the configuration and called the webhook.
 func (w *Webhook) waitServing(ctx context.Context) error {
 	nodes := &corev1.NodeList{}
-	if err := w.spoke.Admin.List(ctx, nodes); err != nil || len(nodes.Items) == 0 {
-		return fmt.Errorf("webhook on %s: no Node to probe with: %w", w.spoke.Name, err)
+	if err := w.spoke.Admin.List(ctx, nodes); err != nil {
+		return fmt.Errorf("webhook on %s: list Nodes to probe with: %w", w.spoke.Name, err)
+	}
+	if len(nodes.Items) == 0 {
+		return fmt.Errorf("webhook on %s: no Node to probe with", w.spoke.Name)
 	}
 	node := nodes.Items[0].Name
 	deadline := time.Now().Add(30 * time.Second)

@@ -66,13 +66,11 @@ func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun boo
 		return d
 	}
 	d.Connect = true
-	anyPaused := false
 	for i := range pools {
 		mp, out := &pools[i], &d.Results[i]
 		switch {
 		case mp.Annotations[nmsync.AnnotationPaused] == "true":
 			out.Phase, out.Reason, out.Message = v1alpha1.PhasePaused, v1alpha1.ReasonPoolPaused, "the MachinePool has "+nmsync.AnnotationPaused+"=true"
-			anyPaused = true
 		case !mp.DeletionTimestamp.IsZero():
 			out.Phase, out.Reason, out.Message = v1alpha1.PhasePaused, v1alpha1.ReasonPoolDeleting, "the MachinePool is being deleted"
 		default:
@@ -98,9 +96,6 @@ func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun boo
 		d.State = "" // decided by Unreachable or Finish
 	case d.anyRefused:
 		d.State = StateRefused
-	case anyPaused:
-		// Every pool is paused (or being deleted): so is the cluster's sync.
-		d.State = StatePaused
 	default:
 		d.State = StateInSync
 	}

@@ -67,7 +67,8 @@
 // pool's spec or pacing annotations are invalid: nothing written), Paused,
 // Unreachable (the cluster is ineligible, its spoke is not connected, or its
 // ClusterDeployment does not exist). The cluster's state metric is paused when
-// the cluster or every one of its pools is.
+// the ClusterDeployment is; a cluster whose pools are all paused is in_sync
+// (nothing it should hold differs), and stays connected.
 //
 // A MachinePoolSync is written only when what it says changes (phase,
 // counts, reason, message), so a fleet in sync writes nothing to the hub;

@@ -53,6 +53,15 @@ func (f *fakeSpokes) Ensure(_ context.Context, cd *hivev1.ClusterDeployment) rem
 	return f.statusLocked(key)
 }
 
+// takeEnsured returns the Ensure calls since the last call.
+func (f *fakeSpokes) takeEnsured() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.ensured
+	f.ensured = 0
+	return n
+}
+
 func (f *fakeSpokes) statusLocked(key types.NamespacedName) remote.Status {
 	if st, ok := f.down[key]; ok {
 		return st

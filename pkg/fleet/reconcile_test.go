@@ -44,7 +44,7 @@ func (w *world) outcome(t *testing.T, res time.Duration, err error) outcome {
 	o := outcome{
 		Phase: st.Phase, Reason: st.Reason, Total: st.Total, Synced: st.Synced, Drifted: st.Drifted,
 		Patched: st.Patched, Skipped: st.Skipped, SpokePatches: w.spoke.patchCount(),
-		StatusWrites: w.takeStatusWrites(), Events: w.takeEvents(), Err: err != nil, Ensured: w.spokes.ensured > 0,
+		StatusWrites: w.takeStatusWrites(), Events: w.takeEvents(), Err: err != nil, Ensured: w.spokes.takeEnsured() > 0,
 		State: state, RequeueSoonerThanResync: err == nil && res > 0 && res < w.r.Opts.ResyncPeriod*9/10,
 	}
 	return o
@@ -85,7 +85,7 @@ func TestReconcile(t *testing.T) {
 			mutate: func(_ *hivev1.ClusterDeployment, mp *hivev1.MachinePool, _ []client.Object) {
 				mp.Annotations = map[string]string{nmsync.AnnotationPaused: "true"}
 			},
-			want: outcome{Phase: v1alpha1.PhasePaused, Reason: "PoolPaused", StatusWrites: 2, Ensured: true, State: StatePaused},
+			want: outcome{Phase: v1alpha1.PhasePaused, Reason: "PoolPaused", StatusWrites: 2, Ensured: true, State: StateInSync},
 		},
 		"cluster hibernating: disconnected, reported ineligible": {
 			mutate: func(cd *hivev1.ClusterDeployment, _ *hivev1.MachinePool, _ []client.Object) {

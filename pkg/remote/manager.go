@@ -559,7 +559,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 			changed := e.status.Reason != reason
 			c.setStatusLocked(e, false, reason, err.Error())
 			if changed {
-				// Subscribers learn why the spoke is not connected (a failed
+				// The controller learns why the spoke is not connected (a failed
 				// attempt is a state change even though it never connected).
 				c.notifyLocked(e.cluster)
 			}
