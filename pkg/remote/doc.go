@@ -81,7 +81,10 @@
 // client-go Reflector per kind (Nodes; Machines and MachineSets in openshift-machine-api)
 // feeding a compact store, about 14 goroutines in all. Only what sync.Targets can map to a
 // pool is listed: MachineSets labelled hive.openshift.io/machine-pool and Machines labelled
-// machine.openshift.io/cluster-api-machineset. Each object is kept as a record of the fields
+// machine.openshift.io/cluster-api-machineset. Nodes come in protobuf, Machines in JSON (a
+// custom resource), and MachineSets as metadata only (PartialObjectMetadata, in protobuf: the
+// planner reads their name, uid and labels, and a whole MachineSet is mostly providerSpec,
+// which would cost JSON decoding on every list and event). Each object is kept as a record of the fields
 // the planner reads (name, uid, resourceVersion, labels, this controller's and nodelink's
 // annotations, deletionTimestamp, taints, providerID; for a Machine also its owners,
 // spec.metadata.labels, nodeRef and phase), with label strings interned, since keys and most

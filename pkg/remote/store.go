@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,12 +57,22 @@ type kindSpec struct {
 	selector  string
 	example   runtime.Object
 	list      func() runtime.Object
+	// metadataOnly lists and watches the kind's metadata only (PartialObjectMetadata, in
+	// protobuf): enough when the planner reads nothing else of it.
+	metadataOnly bool
 }
 
+// Nodes come in protobuf (a core type); Machines in JSON (a custom resource, of which the
+// planner reads the spec and status); MachineSets as metadata only, in protobuf: the planner
+// reads their name, uid and labels, and a full MachineSet is mostly its template's
+// providerSpec, which costs JSON decoding on every list and event and a buffer the size of
+// the largest one per watch.
 var spokeKinds = []kindSpec{
-	{gvkNode, "nodes", "", "", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }},
-	{gvkMachine, "machines", MachineAPINamespace, machineSelector, &machinev1beta1.Machine{}, func() runtime.Object { return &machinev1beta1.MachineList{} }},
-	{gvkMachineSet, "machinesets", MachineAPINamespace, machineSetSelector, &machinev1beta1.MachineSet{}, func() runtime.Object { return &machinev1beta1.MachineSetList{} }},
+	{gvk: gvkNode, resource: "nodes", example: &corev1.Node{}, list: func() runtime.Object { return &corev1.NodeList{} }},
+	{gvk: gvkMachine, resource: "machines", namespace: MachineAPINamespace, selector: machineSelector,
+		example: &machinev1beta1.Machine{}, list: func() runtime.Object { return &machinev1beta1.MachineList{} }},
+	{gvk: gvkMachineSet, resource: "machinesets", namespace: MachineAPINamespace, selector: machineSetSelector,
+		example: &metav1.PartialObjectMetadata{}, metadataOnly: true},
 }
 
 // newSpokeCache builds the cache; it does no I/O until Start. notify is called (from the
@@ -69,25 +80,21 @@ var spokeKinds = []kindSpec{
 // during the first list.
 func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, notify func()) (*spokeCache, error) {
 	sc := &spokeCache{}
+	meta, err := metadata.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
 	for _, k := range spokeKinds {
-		rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
-		if err != nil {
-			return nil, err
-		}
 		st := &kindStore{spec: k, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
-		request := func(o *metav1.ListOptions) *rest.Request {
-			o.LabelSelector = k.selector
-			return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
-		}
-		lw := &toolscache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				list := k.list()
-				return list, request(&o).Do(ctx).Into(list)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.Watch = true
-				return request(&o).Watch(ctx)
-			},
+		var lw *toolscache.ListWatch
+		if k.metadataOnly {
+			lw = metadataListWatch(meta.Resource(k.gvk.GroupVersion().WithResource(k.resource)).Namespace(k.namespace), k.selector)
+		} else {
+			rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
+			if err != nil {
+				return nil, err
+			}
+			lw = typedListWatch(rc, k)
 		}
 		l := log.WithValues("kind", k.gvk.Kind)
 		sc.stores = append(sc.stores, st)
@@ -97,6 +104,38 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 		}))
 	}
 	return sc, nil
+}
+
+// typedListWatch lists and watches k's objects whole, with rc.
+func typedListWatch(rc rest.Interface, k kindSpec) *toolscache.ListWatch {
+	request := func(o *metav1.ListOptions) *rest.Request {
+		o.LabelSelector = k.selector
+		return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
+	}
+	return &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := k.list()
+			return list, request(&o).Do(ctx).Into(list)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.Watch = true
+			return request(&o).Watch(ctx)
+		},
+	}
+}
+
+// metadataListWatch lists and watches the metadata of the objects r serves.
+func metadataListWatch(r metadata.ResourceInterface, selector string) *toolscache.ListWatch {
+	return &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return r.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return r.Watch(ctx, o)
+		},
+	}
 }
 
 // Start runs the reflectors until ctx is done (the last one in the calling goroutine).
@@ -356,6 +395,10 @@ func compact(obj any) (*record, error) {
 		}
 		return r, nil
 	case *machinev1beta1.MachineSet:
+		r := compactMeta(&o.ObjectMeta)
+		r.annotations = nil
+		return r, nil
+	case *metav1.PartialObjectMetadata: // a MachineSet's metadata
 		r := compactMeta(&o.ObjectMeta)
 		r.annotations = nil
 		return r, nil
