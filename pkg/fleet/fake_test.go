@@ -34,7 +34,7 @@ type fakeSpokes struct {
 	mu        gosync.Mutex
 	spokes    map[types.NamespacedName]*fakeSpoke
 	down      map[types.NamespacedName]remote.Status // clusters not connected, and why
-	ensured   int
+	ensured   counter
 	forgotten []types.NamespacedName
 }
 
@@ -45,7 +45,7 @@ func newFakeSpokes() *fakeSpokes {
 func (f *fakeSpokes) Ensure(_ context.Context, cd *hivev1.ClusterDeployment) remote.Status {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.ensured++
+	f.ensured.add()
 	key := types.NamespacedName{Namespace: cd.Namespace, Name: cd.Name}
 	if ok, reason, msg := remote.Eligible(cd); !ok {
 		f.down[key] = remote.Status{Reason: reason, Message: msg}
@@ -53,12 +53,23 @@ func (f *fakeSpokes) Ensure(_ context.Context, cd *hivev1.ClusterDeployment) rem
 	return f.statusLocked(key)
 }
 
-// takeEnsured returns the Ensure calls since the last call.
-func (f *fakeSpokes) takeEnsured() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := f.ensured
-	f.ensured = 0
+// counter counts calls; take returns the count since the last take.
+type counter struct {
+	mu gosync.Mutex
+	n  int
+}
+
+func (c *counter) add() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *counter) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = 0
 	return n
 }
 
@@ -152,8 +163,7 @@ type world struct {
 	spoke    *fakeSpoke
 	events   *events.FakeRecorder
 	cd       *hivev1.ClusterDeployment
-	mu       gosync.Mutex
-	statuses int // MachinePoolSync creates and status writes
+	statuses counter // MachinePoolSync creates and status writes
 }
 
 const (
@@ -185,11 +195,7 @@ func newWorld(t *testing.T, n int, opts Options, mutate ...func(cd *hivev1.Clust
 		m(cd, mp, spokeObjs)
 	}
 	w := &world{cd: cd, spokes: newFakeSpokes(), events: events.NewFakeRecorder(1000)}
-	countStatus := func() {
-		w.mu.Lock()
-		w.statuses++
-		w.mu.Unlock()
-	}
+	countStatus := w.statuses.add
 	w.hub = fake.NewClientBuilder().WithScheme(Scheme()).
 		WithObjects(cd, mp).
 		WithStatusSubresource(&v1alpha1.MachinePoolSync{}).
@@ -287,13 +293,7 @@ func (w *world) takeEvents() []string {
 	}
 }
 
-func (w *world) takeStatusWrites() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := w.statuses
-	w.statuses = 0
-	return n
-}
+func (w *world) takeStatusWrites() int { return w.statuses.take() }
 
 // nodeLabel is the value of key on Node name of the spoke ("" if absent).
 func (w *world) nodeLabel(t *testing.T, name, key string) string {

@@ -44,7 +44,7 @@ func (w *world) outcome(t *testing.T, res time.Duration, err error) outcome {
 	o := outcome{
 		Phase: st.Phase, Reason: st.Reason, Total: st.Total, Synced: st.Synced, Drifted: st.Drifted,
 		Patched: st.Patched, Skipped: st.Skipped, SpokePatches: w.spoke.patchCount(),
-		StatusWrites: w.takeStatusWrites(), Events: w.takeEvents(), Err: err != nil, Ensured: w.spokes.takeEnsured() > 0,
+		StatusWrites: w.takeStatusWrites(), Events: w.takeEvents(), Err: err != nil, Ensured: w.spokes.ensured.take() > 0,
 		State: state, RequeueSoonerThanResync: err == nil && res > 0 && res < w.r.Opts.ResyncPeriod*9/10,
 	}
 	return o
