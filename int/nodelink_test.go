@@ -98,8 +98,8 @@ func writesByObject(t *testing.T, s *localfleet.Spoke, skip int) map[string]map[
 //
 // Not parallel: it races a real peer on purpose, and with three other tests'
 // fleets on the same two cores it once leaked 1 item in 15 lag-0 cycles (an
-// open problem under CPU starvation, not hidden: run it with -parallel to see
-// it); alone, as it was measured for issue 16, it leaks none.
+// open problem under CPU starvation, reported, not fixed); alone, as it was
+// measured for issue 16, it leaks none.
 func TestBesideNodelink(t *testing.T) {
 	for _, lag := range []time.Duration{0, 250 * time.Millisecond} {
 		t.Run(fmt.Sprintf("lag %s", lag), func(t *testing.T) { besideNodelink(t, lag) })
