@@ -18,6 +18,14 @@ const (
 	goalDetectS      = 60
 )
 
+// The goals of "half a MiB per spoke": RSS of 2,000 simulated clusters, and
+// RSS per connected spoke of 100 Nodes (issue 14; each row says whether the
+// controller ran with a soft memory limit).
+const (
+	goalRSS2000MiB     = 768
+	goalRSSPerSpokeMiB = 0.5
+)
+
 // faults are the dead-spoke cases, in report order, with how each is made.
 var faults = []struct{ name, how string }{
 	{"black-holed", "its TCP proxy accepts and forwards nothing (a dropped route)"},
