@@ -19,8 +19,8 @@ const (
 )
 
 // The goals of "half a MiB per spoke": RSS of 2,000 simulated clusters, and
-// RSS per connected spoke of 100 Nodes (issue 14; each row says whether the
-// controller ran with a soft memory limit).
+// RSS per connected spoke of 100 Nodes (issue 14; the 2,000-cluster row says
+// whether the controller ran with a soft memory limit).
 const (
 	goalRSS2000MiB     = 768
 	goalRSSPerSpokeMiB = 0.5
