@@ -231,7 +231,7 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		return d.Results, d.State, err
 	}
 	work := r.plan(ck, pools, d, objs)
-	d.Finish(r.write(ctx, ck, spoke, d, work))
+	d.Finish(r.write(ctx, ck, spoke, work))
 	for i := range d.Results {
 		if c := Count(d.Results[i].Results); c.Settling > 0 && c.Drifted == c.Settling {
 			// Only Nodes that nodelink changed back a moment ago differ, and
@@ -239,7 +239,7 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 			d.Results[i].KeepStatus = true
 		}
 	}
-	r.remember(ck, pools, d)
+	r.remember(ck, pools, d, work)
 	return d.Results, d.State, nil
 }
 
@@ -281,6 +281,14 @@ func (r *Reconciler) readSpoke(ctx context.Context, cd *hivev1.ClusterDeployment
 	return spoke, objs, nil
 }
 
+// poolWork is what one synced pool's targets should hold. fp is the
+// fingerprint of the pool's Desired, under which denials, contests and
+// holds are remembered.
+type poolWork struct {
+	fp      string
+	targets []targetWork
+}
+
 // targetWork is what one target of one pool should hold, and whether it is
 // held (contested): then nothing is written to it.
 type targetWork struct {
@@ -292,8 +300,9 @@ type targetWork struct {
 // plan decides what every target of every synced pool should hold: the
 // planner's targets, this round's NoExecute pacing (the live gate starts
 // batches; a dry run starts none), what nodelink copied back to reclaim,
-// and which targets are held after a contest.
-func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, objs SpokeObjects) [][]targetWork {
+// and which targets are held after a contest. A pool that is not synced has
+// no work (nil).
+func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, objs SpokeObjects) []*poolWork {
 	targets := d.Targets(objs)
 	r.nodes.sweep(ck)
 	gate := noNewBatch
@@ -305,18 +314,18 @@ func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, ob
 		gate = r.pacer.gate(ck, names, d, time.Now())
 	}
 	paced := d.Pace(targets, gate)
-	work := make([][]targetWork, len(pools))
+	work := make([]*poolWork, len(pools))
 	for i := range pools {
 		if d.Desired[i] == nil {
 			continue
 		}
-		fp := fingerprint(*d.Desired[i])
-		work[i] = make([]targetWork, len(targets[i]))
+		pw := &poolWork{fp: fingerprint(*d.Desired[i]), targets: make([]targetWork, len(targets[i]))}
 		for j, t := range targets[i] {
 			desired := paced[i][j]
 			desired.Reclaim = r.nodes.reclaim(ck, t)
-			work[i][j] = targetWork{desired: desired, target: t, held: r.contested.isHeld(ck, fp, t)}
+			pw.targets[j] = targetWork{desired: desired, target: t, held: r.contested.isHeld(ck, pw.fp, t)}
 		}
+		work[i] = pw
 	}
 	return work
 }
@@ -324,18 +333,18 @@ func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, ob
 // write syncs every target of work to the spoke, WritesPerCluster at a time,
 // and returns the results per pool and target. A held target is planned as
 // the drift report plans it, and nothing is written to it.
-func (r *Reconciler) write(ctx context.Context, ck string, spoke remote.Spoke, d *Decision, work [][]targetWork) [][][]nmsync.Result {
+func (r *Reconciler) write(ctx context.Context, ck string, spoke remote.Spoke, work []*poolWork) [][][]nmsync.Result {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.Opts.WritesPerCluster)
 	results := make([][][]nmsync.Result, len(work))
-	for i := range work {
-		if d.Desired[i] == nil {
+	for i, pw := range work {
+		if pw == nil {
 			continue
 		}
-		results[i] = make([][]nmsync.Result, len(work[i]))
+		results[i] = make([][]nmsync.Result, len(pw.targets))
 		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
-			Hold: r.denials.hold(ck, fingerprint(*d.Desired[i])), Settle: r.nodes.holdBack(ck)}
-		for j, w := range work[i] {
+			Hold: r.denials.hold(ck, pw.fp), Settle: r.nodes.holdBack(ck)}
+		for j, w := range pw.targets {
 			if w.held {
 				results[i][j] = contestedResults(ctx, w.desired, w.target)
 				continue
@@ -353,19 +362,18 @@ func (r *Reconciler) write(ctx context.Context, ck string, spoke remote.Spoke, d
 // remember records what the writes taught, per pool: what Node writes
 // removed (nodelink may copy it back), denials and contests (with an Event
 // when one starts), and a paced rollout's progress (with its Events).
-func (r *Reconciler) remember(ck string, pools []hivev1.MachinePool, d *Decision) {
-	for i := range pools {
-		if d.Desired[i] == nil {
+func (r *Reconciler) remember(ck string, pools []hivev1.MachinePool, d *Decision, work []*poolWork) {
+	for i, pw := range work {
+		if pw == nil {
 			continue
 		}
-		fp := fingerprint(*d.Desired[i])
 		for _, res := range d.Results[i].Results {
 			r.nodes.record(ck, res)
-			if r.denials.record(ck, pools[i].Name, fp, res) {
+			if r.denials.record(ck, pools[i].Name, pw.fp, res) {
 				r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventDenied, eventAction,
 					"%s %s: the spoke denied the patch; retrying in %s: %v", res.Kind, res.Name, r.Opts.DeniedRetry, res.Err)
 			}
-			if r.contested.record(ck, pools[i].Name, fp, res) {
+			if r.contested.record(ck, pools[i].Name, pw.fp, res) {
 				r.Recorder.Eventf(&pools[i], nil, corev1.EventTypeWarning, EventContested, eventAction,
 					"%s %s: another writer keeps undoing this pool's metadata; not writing it for %s", res.Kind, res.Name, r.Opts.ContestedWindow)
 			}
