@@ -62,30 +62,18 @@ type Reclaim struct {
 	Labels, Taints map[string]string
 }
 
-// Except drops the items m holds with the same value, in the places
-// nodelink copies from (spec.metadata.labels, spec.taints): nodelink's copy
-// of those is right, not a copy-back.
+// Except drops, from r itself, the items m holds with the same value, in
+// the places nodelink copies from (spec.metadata.labels, spec.taints):
+// nodelink's copy of those is right, not a copy-back. It returns r.
 func (r Reclaim) Except(m *machinev1beta1.Machine) Reclaim {
-	var out Reclaim
-	for k, v := range r.Labels {
-		if have, ok := m.Spec.ObjectMeta.Labels[k]; !ok || have != v {
-			out.Labels = putPair(out.Labels, k, v)
-		}
-	}
-	for id, v := range r.Taints {
-		if !slices.ContainsFunc(m.Spec.Taints, func(t corev1.Taint) bool { return taintID(t) == id && t.Value == v }) {
-			out.Taints = putPair(out.Taints, id, v)
-		}
-	}
-	return out
-}
-
-func putPair(m map[string]string, k, v string) map[string]string {
-	if m == nil {
-		m = map[string]string{}
-	}
-	m[k] = v
-	return m
+	maps.DeleteFunc(r.Labels, func(k, v string) bool {
+		have, ok := m.Spec.ObjectMeta.Labels[k]
+		return ok && have == v
+	})
+	maps.DeleteFunc(r.Taints, func(id, v string) bool {
+		return slices.ContainsFunc(m.Spec.Taints, func(t corev1.Taint) bool { return taintID(t) == id && t.Value == v })
+	})
+	return r
 }
 
 // Problem is one invalid item of a MachinePool spec.
