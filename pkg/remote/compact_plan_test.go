@@ -26,7 +26,7 @@ func TestCompactPlansAsFullObjects(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		ms, machines, nodes := randomSpoke(rng)
-		cms, cmachines, cnodes := throughRecords(t, ms), throughRecords(t, machines), throughRecords(t, nodes)
+		cms, cmachines, cnodes := machineSetsThroughRecords(t, ms), throughRecords(t, machines), throughRecords(t, nodes)
 		d := randomDesired(rng)
 
 		full := nmsync.Targets("pool", ms, machines, nodes)
@@ -61,6 +61,21 @@ func throughRecords[T any](t *testing.T, in []T) []T {
 			t.Fatal(err)
 		}
 		out[i] = *(expand(r, any(&in[i])).(*T))
+	}
+	return out
+}
+
+// machineSetsThroughRecords returns the MachineSets as the spoke cache serves
+// them: it watches their metadata only (PartialObjectMetadata).
+func machineSetsThroughRecords(t *testing.T, in []machinev1beta1.MachineSet) []machinev1beta1.MachineSet {
+	t.Helper()
+	out := make([]machinev1beta1.MachineSet, len(in))
+	for i := range in {
+		r, err := compact(&metav1.PartialObjectMetadata{ObjectMeta: *in[i].ObjectMeta.DeepCopy()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = r.machineSet()
 	}
 	return out
 }

@@ -394,10 +394,8 @@ func compact(obj any) (*record, error) {
 			r.phase = &p
 		}
 		return r, nil
-	case *machinev1beta1.MachineSet:
-		r := compactMeta(&o.ObjectMeta)
-		r.annotations = nil
-		return r, nil
+	case *machinev1beta1.MachineSet: // kept as its metadata is (the cache watches only that)
+		return compact(&metav1.PartialObjectMetadata{ObjectMeta: o.ObjectMeta})
 	case *metav1.PartialObjectMetadata: // a MachineSet's metadata
 		r := compactMeta(&o.ObjectMeta)
 		r.annotations = nil
