@@ -30,9 +30,6 @@ type Decision struct {
 	State string
 	// NeedsSpoke says at least one pool is to be synced.
 	NeedsSpoke bool
-	// Connect says the spoke's connection is kept: the cluster is neither
-	// paused nor ineligible (its pools may all be paused).
-	Connect    bool
 	anyRefused bool
 }
 
@@ -65,7 +62,6 @@ func Decide(cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, dryRun boo
 		d.State = StateIneligible
 		return d
 	}
-	d.Connect = true
 	for i := range pools {
 		mp, out := &pools[i], &d.Results[i]
 		switch {

@@ -252,7 +252,7 @@ func (r *Reconciler) readSpoke(ctx context.Context, cd *hivev1.ClusterDeployment
 	if d.State == StateIneligible {
 		r.Spokes.Ensure(ctx, cd) // disconnects an ineligible cluster
 	}
-	if !d.Connect {
+	if d.State == StatePaused || d.State == StateIneligible {
 		return nil, SpokeObjects{}, nil
 	}
 	st := r.Spokes.Ensure(ctx, cd)
