@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -26,7 +27,10 @@ func TestCompactPlansAsFullObjects(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		ms, machines, nodes := randomSpoke(rng)
-		cms, cmachines, cnodes := machineSetsThroughRecords(t, ms), throughRecords(t, machines), throughRecords(t, nodes)
+		// Machines come as JSON: compare with what a full decode gives (a zero timeAdded
+		// is sent as null, so it arrives as nil).
+		machines = throughJSON(t, machines)
+		cms, cmachines, cnodes := machineSetsThroughRecords(t, ms), machinesThroughRecords(t, machines), throughRecords(t, nodes)
 		d := randomDesired(rng)
 
 		full := nmsync.Targets("pool", ms, machines, nodes)
@@ -51,16 +55,57 @@ func TestCompactPlansAsFullObjects(t *testing.T) {
 	}
 }
 
-// throughRecords returns the objects as the spoke cache serves them.
+// throughRecords returns the objects as the spoke cache serves them, compacted as one
+// list (into one slab).
 func throughRecords[T any](t *testing.T, in []T) []T {
 	t.Helper()
-	out := make([]T, len(in))
+	objs := make([]any, len(in))
 	for i := range in {
-		r, err := compact(any(&in[i]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = *(expand(r, any(&in[i])).(*T))
+		objs[i] = any(&in[i])
+	}
+	recs, err := compactAll(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]T, len(in))
+	for i, r := range recs {
+		out[i] = *(expand(r, objs[i]).(*T))
+	}
+	return out
+}
+
+func throughJSON[T any](t *testing.T, in []T) []T {
+	t.Helper()
+	body, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []T
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// machinesThroughRecords returns the Machines as the spoke cache serves them: it
+// decodes their JSON as machineJSON (in a list) before keeping a record.
+func machinesThroughRecords(t *testing.T, in []machinev1beta1.Machine) []machinev1beta1.Machine {
+	t.Helper()
+	body, err := json.Marshal(&machinev1beta1.MachineList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}, Items: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, rv, err := decodeMachineList(body)
+	if err != nil || rv != "7" || len(items) != len(in) {
+		t.Fatalf("decodeMachineList = %d items, rv %q, %v", len(items), rv, err)
+	}
+	recs, err := compactAll(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]machinev1beta1.Machine, len(in))
+	for i, r := range recs {
+		out[i] = r.asMachine()
 	}
 	return out
 }
@@ -75,7 +120,7 @@ func machineSetsThroughRecords(t *testing.T, in []machinev1beta1.MachineSet) []m
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = r.machineSet()
+		out[i] = r.asMachineSet()
 	}
 	return out
 }

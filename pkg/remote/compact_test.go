@@ -126,13 +126,13 @@ func TestCompact(t *testing.T) {
 func expand(r *record, in any) any {
 	switch in.(type) {
 	case *corev1.Node:
-		o := r.node()
+		o := r.asNode()
 		return &o
 	case *machinev1beta1.Machine:
-		o := r.machine()
+		o := r.asMachine()
 		return &o
 	default:
-		o := r.machineSet()
+		o := r.asMachineSet()
 		return &o
 	}
 }
@@ -156,6 +156,37 @@ func TestSameContent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a, _ := compact(tc.old)
 			b, _ := compact(tc.new)
+			if got := a.sameContent(b); got != tc.want {
+				t.Errorf("sameContent = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	machine := func(rv string, change func(*machinev1beta1.Machine)) *machinev1beta1.Machine {
+		m := &machinev1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", ResourceVersion: rv,
+			OwnerReferences: []metav1.OwnerReference{{Kind: "MachineSet", Name: "ms", UID: "u1"}}},
+			Spec:   machinev1beta1.MachineSpec{ObjectMeta: machinev1beta1.ObjectMeta{Labels: map[string]string{"a": "b"}}},
+			Status: machinev1beta1.MachineStatus{Phase: ptrTo("Running"), NodeRef: &corev1.ObjectReference{Kind: "Node", Name: "n1"}}}
+		if change != nil {
+			change(m)
+		}
+		return m
+	}
+	machines := map[string]struct {
+		change func(*machinev1beta1.Machine)
+		want   bool
+	}{
+		"machine: only rv differs":        {nil, true},
+		"machine: nodeRef changed":        {func(m *machinev1beta1.Machine) { m.Status.NodeRef.Name = "n2" }, false},
+		"machine: nodeRef gone":           {func(m *machinev1beta1.Machine) { m.Status.NodeRef = nil }, false},
+		"machine: phase changed":          {func(m *machinev1beta1.Machine) { m.Status.Phase = ptrTo("Deleting") }, false},
+		"machine: spec.metadata.labels":   {func(m *machinev1beta1.Machine) { m.Spec.ObjectMeta.Labels["a"] = "c" }, false},
+		"machine: owner changed":          {func(m *machinev1beta1.Machine) { m.OwnerReferences[0].UID = "u2" }, false},
+		"machine: nodeRef's other fields": {func(m *machinev1beta1.Machine) { m.Status.NodeRef.UID = "x" }, true},
+	}
+	for name, tc := range machines {
+		t.Run(name, func(t *testing.T) {
+			a, _ := compact(machine("1", nil))
+			b, _ := compact(machine("2", tc.change))
 			if got := a.sameContent(b); got != tc.want {
 				t.Errorf("sameContent = %v, want %v", got, tc.want)
 			}

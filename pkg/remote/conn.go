@@ -74,7 +74,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	// Two clients over one transport: requests are bounded by RequestTimeout; the cache's
-	// watches are long-running, bounded by the reflector's own timeouts and by the cache ctx.
+	// watches are long-running, bounded by their own timeouts (watchTimeoutMin) and by the cache ctx.
 	cn.http = &http.Client{Transport: hc.Transport, Timeout: c.opts.RequestTimeout, CheckRedirect: noRedirect}
 	cacheHTTP := &http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}
 

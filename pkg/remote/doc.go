@@ -78,20 +78,24 @@
 // # Memory
 //
 // Each spoke costs one transport (one HTTP/2 connection), one live client and one cache: a
-// client-go Reflector per kind (Nodes; Machines and MachineSets in openshift-machine-api)
-// feeding a compact store, about 14 goroutines in all. Only what sync.Targets can map to a
-// pool is listed: MachineSets labelled hive.openshift.io/machine-pool and Machines labelled
-// machine.openshift.io/cluster-api-machineset. Nodes come in protobuf, Machines in JSON (a
-// custom resource), and MachineSets as metadata only (PartialObjectMetadata, in protobuf: the
-// planner reads their name, uid and labels, and a whole MachineSet is mostly providerSpec,
-// which would cost JSON decoding on every list and event). Each object is kept as a record of the fields
-// the planner reads (name, uid, resourceVersion, labels, this controller's and nodelink's
-// annotations, deletionTimestamp, taints, providerID; for a Machine also its owners,
-// spec.metadata.labels, nodeRef and phase), with label strings interned, since keys and most
-// values repeat across a fleet. Reads return new objects built from the records, so cached
-// objects are incomplete: compute patches, never Update from them. Updates that change
-// nothing in the record (Node heartbeats) are not notified. The REST mapper and codecs are
-// shared by every connection.
+// list-and-watch loop per kind (Nodes; Machines and MachineSets in openshift-machine-api)
+// feeding a compact store. A loop reads its watch stream itself, so a spoke runs 8 goroutines:
+// the 3 loops, the HTTP/2 stream writer of each of their watches, the connection's reader and
+// the connection's monitor (client-go's Reflector would add a resync timer and a stream reader
+// per kind). Only what sync.Targets can map to a pool is listed: MachineSets labelled
+// hive.openshift.io/machine-pool and Machines labelled
+// machine.openshift.io/cluster-api-machineset. Nodes come in protobuf; Machines in JSON (a
+// custom resource), decoded straight into the fields a record keeps (machineJSON: the decoder
+// skips providerSpec, providerStatus and managedFields without building them); MachineSets as
+// metadata only (PartialObjectMetadata, in protobuf: the planner reads their name, uid and
+// labels). Each object is kept as a record of the fields the planner reads (name, uid,
+// resourceVersion, labels, this controller's and nodelink's annotations, deletionTimestamp,
+// taints, providerID; for a Machine also its owners, spec.metadata.labels, nodeRef's name and
+// phase), with each label an 8-byte handle to an interned key=value pair, since most pairs
+// repeat across a fleet. Reads return new objects built from the records, so cached objects are
+// incomplete: compute patches, never Update from them. Updates that change nothing in the
+// record (Node heartbeats) are not notified. The REST mapper and codecs are shared by every
+// connection.
 //
 // # Notifications
 //

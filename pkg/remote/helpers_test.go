@@ -93,10 +93,6 @@ func (f *fakeSpoke) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	if q.Get("sendInitialEvents") == "true" {
-		writeStatus(w, http.StatusBadRequest, "BadRequest") // make the reflector fall back to list
-		return
-	}
 	if q.Get("watch") == "true" || q.Get("watch") == "1" {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)

@@ -3,7 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
-	"maps"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,16 +16,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -41,13 +41,13 @@ const (
 	machineSelector    = nmsync.LabelMachineSet
 )
 
-// spokeCache is one spoke's trimmed cache: a client-go Reflector per kind (list, then watch,
-// re-list on expiry) feeding a compact store. It replaces a controller-runtime cache, which for
-// three kinds runs about 40 goroutines and three 16 KiB event rings per spoke; this runs four
-// goroutines per kind and keeps each object as a record of the fields the planner reads.
+// spokeCache is one spoke's trimmed cache: a list-and-watch loop per kind (kindLoop) feeding a
+// compact store. It replaces a controller-runtime cache, which for three kinds runs about 40
+// goroutines and three 16 KiB event rings per spoke; this runs one goroutine per kind and keeps
+// each object as a record of the fields the planner reads.
 type spokeCache struct {
-	stores     []*kindStore
-	reflectors []*toolscache.Reflector
+	stores []*kindStore
+	loops  []*kindLoop
 }
 
 type kindSpec struct {
@@ -55,8 +55,9 @@ type kindSpec struct {
 	resource  string
 	namespace string
 	selector  string
-	example   runtime.Object
-	list      func() runtime.Object
+	list      func() runtime.Object // a new list (not for Machines: see machineJSON)
+	// accept is the Accept header of the kind's watches.
+	accept string
 	// metadataOnly lists and watches the kind's metadata only (PartialObjectMetadata, in
 	// protobuf): enough when the planner reads nothing else of it.
 	metadataOnly bool
@@ -68,84 +69,81 @@ type kindSpec struct {
 // providerSpec, which costs JSON decoding on every list and event and a buffer the size of
 // the largest one per watch.
 var spokeKinds = []kindSpec{
-	{gvk: gvkNode, resource: "nodes", example: &corev1.Node{}, list: func() runtime.Object { return &corev1.NodeList{} }},
+	{gvk: gvkNode, resource: "nodes", list: func() runtime.Object { return &corev1.NodeList{} },
+		accept: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON},
 	{gvk: gvkMachine, resource: "machines", namespace: MachineAPINamespace, selector: machineSelector,
-		example: &machinev1beta1.Machine{}, list: func() runtime.Object { return &machinev1beta1.MachineList{} }},
+		accept: runtime.ContentTypeJSON}, // decoded as machineJSON
 	{gvk: gvkMachineSet, resource: "machinesets", namespace: MachineAPINamespace, selector: machineSetSelector,
-		example: &metav1.PartialObjectMetadata{}, metadataOnly: true},
+		list: func() runtime.Object { return &metav1.PartialObjectMetadataList{} }, metadataOnly: true, accept: partialObjectMetadataAccept},
 }
 
+// partialObjectMetadataAccept asks for PartialObjectMetadata, as client-go's metadata client does.
+const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
+	"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
 // newSpokeCache builds the cache; it does no I/O until Start. notify is called (from the
-// reflectors' goroutines) after each change that makes a difference to a record, except
+// loops' goroutines) after each change that makes a difference to a record, except
 // during the first list.
 func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, notify func()) (*spokeCache, error) {
 	sc := &spokeCache{}
-	meta, err := metadata.NewForConfigAndClient(cfg, hc)
+	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range spokeKinds {
 		st := &kindStore{spec: k, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
-		var lw *toolscache.ListWatch
-		if k.metadataOnly {
-			lw = metadataListWatch(meta.Resource(k.gvk.GroupVersion().WithResource(k.resource)).Namespace(k.namespace), k.selector)
-		} else {
-			rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
-			if err != nil {
-				return nil, err
-			}
-			lw = typedListWatch(rc, k)
+		rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
+		if err != nil {
+			return nil, err
 		}
-		l := log.WithValues("kind", k.gvk.Kind)
+		request := func(o *metav1.ListOptions) *rest.Request {
+			o.LabelSelector = k.selector
+			return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
+		}
+		loop := &kindLoop{store: st, log: log.WithValues("kind", k.gvk.Kind), clock: clock.RealClock{}}
+		neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), k.gvk.GroupVersion())
+		var events func(io.ReadCloser) eventDecoder
+		switch {
+		case k.metadataOnly:
+			r := mc.Resource(k.gvk.GroupVersion().WithResource(k.resource)).Namespace(k.namespace)
+			loop.list = listItems(k.list, func(ctx context.Context, o metav1.ListOptions, into runtime.Object) error {
+				o.LabelSelector = k.selector
+				l, err := r.List(ctx, o)
+				if err == nil {
+					*into.(*metav1.PartialObjectMetadataList) = *l
+				}
+				return err
+			})
+			neg = runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion)
+		case k.gvk == gvkMachine:
+			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
+				body, err := request(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx).Raw()
+				if err != nil {
+					return nil, "", err
+				}
+				return decodeMachineList(body)
+			}
+			events = func(body io.ReadCloser) eventDecoder { return newMachineEvents(body) }
+		default:
+			loop.list = listItems(k.list, func(ctx context.Context, o metav1.ListOptions, into runtime.Object) error {
+				return request(&o).Do(ctx).Into(into)
+			})
+		}
+		loop.watch = streamWatch(hc, cfg.RateLimiter, neg, k.accept, request, events)
 		sc.stores = append(sc.stores, st)
-		sc.reflectors = append(sc.reflectors, toolscache.NewReflectorWithOptions(lw, k.example, st, toolscache.ReflectorOptions{
-			Name:   "spoke " + strings.ToLower(k.gvk.Kind) + "s",
-			Logger: &l,
-		}))
+		sc.loops = append(sc.loops, loop)
 	}
 	return sc, nil
 }
 
-// typedListWatch lists and watches k's objects whole, with rc.
-func typedListWatch(rc rest.Interface, k kindSpec) *toolscache.ListWatch {
-	request := func(o *metav1.ListOptions) *rest.Request {
-		o.LabelSelector = k.selector
-		return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
-	}
-	return &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			list := k.list()
-			return list, request(&o).Do(ctx).Into(list)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.Watch = true
-			return request(&o).Watch(ctx)
-		},
-	}
-}
-
-// metadataListWatch lists and watches the metadata of the objects r serves.
-func metadataListWatch(r metadata.ResourceInterface, selector string) *toolscache.ListWatch {
-	return &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return r.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return r.Watch(ctx, o)
-		},
-	}
-}
-
-// Start runs the reflectors until ctx is done (the last one in the calling goroutine).
+// Start runs the loops until ctx is done (the last one in the calling goroutine).
 func (sc *spokeCache) Start(ctx context.Context) {
 	var wg sync.WaitGroup
-	last := len(sc.reflectors) - 1
-	for _, r := range sc.reflectors[:last] {
-		wg.Go(func() { r.RunWithContext(ctx) })
+	last := len(sc.loops) - 1
+	for _, l := range sc.loops[:last] {
+		wg.Go(func() { l.run(ctx) })
 	}
-	sc.reflectors[last].RunWithContext(ctx)
+	sc.loops[last].run(ctx)
 	wg.Wait()
 }
 
@@ -193,11 +191,11 @@ func (sc *spokeCache) Get(_ context.Context, key client.ObjectKey, obj client.Ob
 	}
 	switch o := obj.(type) {
 	case *corev1.Node:
-		*o = r.node()
+		*o = r.asNode()
 	case *machinev1beta1.Machine:
-		*o = r.machine()
+		*o = r.asMachine()
 	case *machinev1beta1.MachineSet:
-		*o = r.machineSet()
+		*o = r.asMachineSet()
 	}
 	return nil
 }
@@ -228,24 +226,24 @@ func (sc *spokeCache) List(_ context.Context, list client.ObjectList, opts ...cl
 	case *corev1.NodeList:
 		l.Items = make([]corev1.Node, len(recs))
 		for i, r := range recs {
-			l.Items[i] = r.node()
+			l.Items[i] = r.asNode()
 		}
 	case *machinev1beta1.MachineList:
 		l.Items = make([]machinev1beta1.Machine, len(recs))
 		for i, r := range recs {
-			l.Items[i] = r.machine()
+			l.Items[i] = r.asMachine()
 		}
 	case *machinev1beta1.MachineSetList:
 		l.Items = make([]machinev1beta1.MachineSet, len(recs))
 		for i, r := range recs {
-			l.Items[i] = r.machineSet()
+			l.Items[i] = r.asMachineSet()
 		}
 	}
 	return nil
 }
 
-// kindStore is one kind's records by name (Machines and MachineSets are all in one namespace).
-// It is the Reflector's store.
+// kindStore is one kind's records by name (Machines and MachineSets are all in one namespace),
+// filled by its kindLoop.
 type kindStore struct {
 	spec   kindSpec
 	notify func()
@@ -255,8 +253,6 @@ type kindStore struct {
 	synced chan struct{} // closed by the first Replace
 	once   sync.Once
 }
-
-var _ toolscache.ReflectorStore = (*kindStore)(nil)
 
 func (s *kindStore) Add(obj any) error {
 	r, err := compact(obj)
@@ -273,19 +269,12 @@ func (s *kindStore) Add(obj any) error {
 	return nil
 }
 
-func (s *kindStore) Update(obj any) error { return s.Add(obj) }
-
 func (s *kindStore) Delete(obj any) error {
-	var name string
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		_, name, _ = toolscache.SplitMetaNamespaceKey(t.Key)
-	} else {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return err
-		}
-		name = m.GetName()
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
 	}
+	name := m.GetName()
 	s.mu.Lock()
 	_, had := s.items[name]
 	delete(s.items, name)
@@ -299,12 +288,12 @@ func (s *kindStore) Delete(obj any) error {
 // Replace swaps in a fresh list. The first one marks the kind synced (the connect is
 // notified by the Manager); a later one (a re-list) notifies if anything differs.
 func (s *kindStore) Replace(list []any, _ string) error {
-	items := make(map[string]*record, len(list))
-	for _, obj := range list {
-		r, err := compact(obj)
-		if err != nil {
-			return err
-		}
+	recs, err := compactAll(list)
+	if err != nil {
+		return err
+	}
+	items := make(map[string]*record, len(recs))
+	for _, r := range recs {
 		items[r.name] = r
 	}
 	s.mu.Lock()
@@ -330,8 +319,6 @@ func (s *kindStore) Replace(list []any, _ string) error {
 	return nil
 }
 
-func (s *kindStore) Resync() error { return nil }
-
 func (s *kindStore) changed() {
 	select {
 	case <-s.synced:
@@ -346,73 +333,19 @@ func (s *kindStore) changed() {
 type record struct {
 	name, uid, rv string
 	labels        pairs
-	annotations   pairs // only those keptAnnotations keeps
+	annotations   pairs // only those keptAnnotation keeps
 	deletion      *metav1.Time
 	taints        []corev1.Taint // Node spec.taints, Machine spec.taints
 	providerID    *string        // Node spec.providerID (nil when empty), Machine spec.providerID
-	// Machine only.
+	machine       *machineFields // Machine only: Nodes and MachineSets do not pay for these
+}
+
+// machineFields are what a record keeps of a Machine beyond what every kind has.
+type machineFields struct {
 	owners     []metav1.OwnerReference
-	nodeLabels pairs // spec.metadata.labels
-	nodeRef    *corev1.ObjectReference
+	nodeLabels pairs  // spec.metadata.labels
+	nodeName   string // status.nodeRef.name (the planner reads only the name)
 	phase      *string
-}
-
-// compact keeps what label and taint reconciliation needs, so a spoke with thousands of Nodes
-// costs little hub memory:
-//
-//   - Node: name, uid, resourceVersion, labels, the kept annotations, deletionTimestamp,
-//     spec.taints and spec.providerID (status, images, conditions... are dropped);
-//   - Machine: the same plus ownerReferences, spec.metadata.labels, status.nodeRef and
-//     status.phase (providerSpec and providerStatus are dropped);
-//   - MachineSet: name, uid, resourceVersion, labels and deletionTimestamp.
-//
-// Consequence for callers: cached objects are not complete. Never Update from them; compute
-// patches (merge patches from a cached base diff only the fields that exist in both) or read
-// Live.
-func compact(obj any) (*record, error) {
-	switch o := obj.(type) {
-	case *corev1.Node:
-		r := compactMeta(&o.ObjectMeta)
-		r.taints = internTaints(o.Spec.Taints)
-		if p := o.Spec.ProviderID; p != "" {
-			r.providerID = &p // a copy: a pointer into o would keep the whole decoded Node alive
-		}
-		return r, nil
-	case *machinev1beta1.Machine:
-		r := compactMeta(&o.ObjectMeta)
-		r.taints = internTaints(o.Spec.Taints)
-		r.providerID = o.Spec.ProviderID
-		r.owners = slices.Clone(o.OwnerReferences)
-		for i := range r.owners {
-			ref := &r.owners[i]
-			ref.APIVersion, ref.Kind, ref.Name, ref.UID = intern(ref.APIVersion), intern(ref.Kind), intern(ref.Name), interned(ref.UID)
-		}
-		r.nodeLabels = pairsOf(o.Spec.ObjectMeta.Labels)
-		r.nodeRef = o.Status.NodeRef
-		if o.Status.Phase != nil {
-			p := intern(*o.Status.Phase)
-			r.phase = &p
-		}
-		return r, nil
-	case *machinev1beta1.MachineSet: // kept as its metadata is (the cache watches only that)
-		return compact(&metav1.PartialObjectMetadata{ObjectMeta: o.ObjectMeta})
-	case *metav1.PartialObjectMetadata: // a MachineSet's metadata
-		r := compactMeta(&o.ObjectMeta)
-		r.annotations = nil
-		return r, nil
-	}
-	return nil, fmt.Errorf("unexpected %T in the spoke cache", obj)
-}
-
-func compactMeta(m *metav1.ObjectMeta) *record {
-	return &record{
-		name:        m.Name,
-		uid:         string(m.UID),
-		rv:          m.ResourceVersion,
-		labels:      pairsOf(m.Labels),
-		annotations: pairsOf(keptAnnotations(m.Annotations)),
-		deletion:    m.DeletionTimestamp,
-	}
 }
 
 // sameContent reports whether two records differ in more than resourceVersion (a Node
@@ -420,9 +353,16 @@ func compactMeta(m *metav1.ObjectMeta) *record {
 func (r *record) sameContent(o *record) bool {
 	eq := equality.Semantic.DeepEqual
 	return r.name == o.name && r.uid == o.uid &&
-		slices.Equal(r.labels, o.labels) && slices.Equal(r.annotations, o.annotations) && slices.Equal(r.nodeLabels, o.nodeLabels) &&
-		eq(r.deletion, o.deletion) && eq(r.taints, o.taints) && eq(r.providerID, o.providerID) &&
-		eq(r.owners, o.owners) && eq(r.nodeRef, o.nodeRef) && eq(r.phase, o.phase)
+		slices.Equal(r.labels, o.labels) && slices.Equal(r.annotations, o.annotations) &&
+		eq(r.deletion, o.deletion) && eq(r.taints, o.taints) && eq(r.providerID, o.providerID) && r.machine.equal(o.machine)
+}
+
+func (m *machineFields) equal(o *machineFields) bool {
+	if m == nil || o == nil {
+		return m == o
+	}
+	eq := equality.Semantic.DeepEqual
+	return m.nodeName == o.nodeName && slices.Equal(m.nodeLabels, o.nodeLabels) && eq(m.owners, o.owners) && eq(m.phase, o.phase)
 }
 
 func (r *record) meta(namespace string) metav1.ObjectMeta {
@@ -438,8 +378,8 @@ func (r *record) meta(namespace string) metav1.ObjectMeta {
 	return m
 }
 
-// node, machine and machineSet expand a record into a new object the caller owns.
-func (r *record) node() corev1.Node {
+// asNode, asMachine and asMachineSet expand a record into a new object the caller owns.
+func (r *record) asNode() corev1.Node {
 	n := corev1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gvkNode.GroupVersion().String(), Kind: gvkNode.Kind},
 		ObjectMeta: r.meta(""),
@@ -451,27 +391,34 @@ func (r *record) node() corev1.Node {
 	return n
 }
 
-func (r *record) machine() machinev1beta1.Machine {
+func (r *record) asMachine() machinev1beta1.Machine {
 	m := machinev1beta1.Machine{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gvkMachine.GroupVersion().String(), Kind: gvkMachine.Kind},
 		ObjectMeta: r.meta(MachineAPINamespace),
 		Spec: machinev1beta1.MachineSpec{
-			ObjectMeta: machinev1beta1.ObjectMeta{Labels: r.nodeLabels.toMap()},
 			Taints:     cloneTaints(r.taints),
 			ProviderID: clonePtr(r.providerID),
 		},
-		Status: machinev1beta1.MachineStatus{Phase: clonePtr(r.phase), NodeRef: r.nodeRef.DeepCopy()},
 	}
-	if len(r.owners) > 0 {
-		m.OwnerReferences = make([]metav1.OwnerReference, len(r.owners))
-		for i := range r.owners {
-			r.owners[i].DeepCopyInto(&m.OwnerReferences[i])
+	mf := r.machine
+	if mf == nil {
+		return m
+	}
+	m.Spec.ObjectMeta.Labels = mf.nodeLabels.toMap()
+	m.Status.Phase = clonePtr(mf.phase)
+	if mf.nodeName != "" {
+		m.Status.NodeRef = &corev1.ObjectReference{Kind: gvkNode.Kind, Name: mf.nodeName}
+	}
+	if len(mf.owners) > 0 {
+		m.OwnerReferences = make([]metav1.OwnerReference, len(mf.owners))
+		for i := range mf.owners {
+			mf.owners[i].DeepCopyInto(&m.OwnerReferences[i])
 		}
 	}
 	return m
 }
 
-func (r *record) machineSet() machinev1beta1.MachineSet {
+func (r *record) asMachineSet() machinev1beta1.MachineSet {
 	return machinev1beta1.MachineSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gvkMachineSet.GroupVersion().String(), Kind: gvkMachineSet.Kind},
 		ObjectMeta: r.meta(MachineAPINamespace),
@@ -489,43 +436,26 @@ func intern(s string) string {
 
 func interned[T ~string](s T) T { return T(intern(string(s))) }
 
-// pairs is a string map held as interned key, value, key, value... sorted by key: 32 bytes a
-// label, about half of what a small Go map costs.
-type pairs []string
+// pairs is a string map held as interned key=value pairs sorted by key: 8 bytes a label (a
+// handle to the one copy of that pair the process holds), where two strings would take 32 and
+// a small Go map about twice that. Most pairs repeat across the Nodes and Machines of a
+// fleet (role, instance type, zone, pool labels); a pair found once (a hostname) costs its
+// one copy, as an interned string would.
+type pairs []unique.Handle[pair]
 
-func pairsOf(m map[string]string) pairs {
-	if len(m) == 0 {
-		return nil
-	}
-	keys := slices.Sorted(maps.Keys(m))
-	p := make(pairs, 0, 2*len(m))
-	for _, k := range keys {
-		p = append(p, intern(k), intern(m[k]))
-	}
-	return p
-}
+type pair struct{ key, value string }
 
 // toMap returns a new map the caller owns (nil when empty).
 func (p pairs) toMap() map[string]string {
 	if len(p) == 0 {
 		return nil
 	}
-	m := make(map[string]string, len(p)/2)
-	for i := 0; i < len(p); i += 2 {
-		m[p[i]] = p[i+1]
+	m := make(map[string]string, len(p))
+	for _, h := range p {
+		kv := h.Value()
+		m[kv.key] = kv.value
 	}
 	return m
-}
-
-func internTaints(in []corev1.Taint) []corev1.Taint {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]corev1.Taint, len(in))
-	for i, t := range in {
-		out[i] = corev1.Taint{Key: intern(t.Key), Value: intern(t.Value), Effect: interned(t.Effect), TimeAdded: t.TimeAdded}
-	}
-	return out
 }
 
 func cloneTaints(in []corev1.Taint) []corev1.Taint {
@@ -545,21 +475,4 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
-}
-
-// keptAnnotations keeps only the annotations the planner reads: this
-// controller's bookkeeping (hub-node-metadata.openshift.io/*) and
-// nodelink's machine.openshift.io/machine. Real Nodes carry kilobytes of
-// others' annotations (OVN, MCO, CSI) that would cost hub memory per spoke.
-func keptAnnotations(in map[string]string) map[string]string {
-	var out map[string]string
-	for k, v := range in {
-		if strings.HasPrefix(k, nmsync.KeyPrefix) || k == nmsync.AnnotationNodeMachine {
-			if out == nil {
-				out = make(map[string]string, 4)
-			}
-			out[k] = v
-		}
-	}
-	return out
 }

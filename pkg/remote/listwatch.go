@@ -1,0 +1,219 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	restwatch "k8s.io/client-go/rest/watch"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+)
+
+// Watch timeouts, as client-go's Reflector picks them: each watch asks the API server to end it
+// after a random time between watchTimeoutMin and twice that, so the watches of a fleet do not
+// renew in step.
+const watchTimeoutMin = 5 * time.Minute
+
+// kindLoop lists one kind into its store, then watches it from the list's resourceVersion,
+// re-watching from the last event when a watch ends and listing again when the server says the
+// resourceVersion has expired. It reads the watch stream in its own goroutine: one goroutine a
+// kind, where client-go's Reflector runs three (its loop, a resync timer that this cache never
+// needs, and a stream reader handing events over a channel). Failures back off as the Reflector's
+// do (0.8 s doubling to 30 s, with jitter, reset after 2 minutes without one).
+type kindLoop struct {
+	store *kindStore
+	log   logr.Logger
+	// list returns the kind's objects and the list's resourceVersion.
+	list  func(ctx context.Context, o metav1.ListOptions) ([]any, string, error)
+	watch func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error)
+	clock clock.Clock
+}
+
+// eventDecoder reads one watch stream's events (client-go's rest/watch Decoder).
+type eventDecoder interface {
+	Decode() (watch.EventType, runtime.Object, error)
+	Close()
+}
+
+var loopBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Cap: 30 * time.Second}
+
+// errShortWatch is a watch that the server ended at once without an event: retried with
+// backoff, so a server that closes every watch cannot make the loop spin.
+var errShortWatch = errors.New("watch ended within a second without an event")
+
+func (l *kindLoop) run(ctx context.Context) {
+	delay := loopBackoff.DelayWithReset(l.clock, 2*time.Minute)
+	rv := ""      // "" until listed, and again when the server has expired it
+	listRV := "0" // the first list may come from the API server's watch cache
+	for ctx.Err() == nil {
+		var err error
+		if rv == "" {
+			rv, err = l.relist(ctx, listRV)
+			if err == nil {
+				// After an expired watch the next list must be at least as new as what this
+				// cache saw: a quorum read, as client-go's Reflector does then.
+				listRV = ""
+			}
+		} else {
+			rv, err = l.watchFrom(ctx, rv)
+		}
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+			l.log.V(4).Info("relisting", "reason", err.Error())
+			rv = ""
+			continue
+		}
+		l.log.V(2).Info("list or watch failed; retrying", "err", err.Error())
+		t := l.clock.NewTimer(delay())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C():
+		}
+	}
+}
+
+// relist lists the kind into the store and returns the list's resourceVersion.
+func (l *kindLoop) relist(ctx context.Context, rv string) (string, error) {
+	items, listRV, err := l.list(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		return "", err
+	}
+	if err := l.store.Replace(items, listRV); err != nil {
+		return "", err
+	}
+	return listRV, nil
+}
+
+// listItems lists with do into a new list from newList, and returns its items and
+// resourceVersion.
+func listItems(newList func() runtime.Object, do func(ctx context.Context, o metav1.ListOptions, into runtime.Object) error) func(context.Context, metav1.ListOptions) ([]any, string, error) {
+	return func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
+		list := newList()
+		if err := do(ctx, o, list); err != nil {
+			return nil, "", err
+		}
+		var items []any
+		if err := meta.EachListItem(list, func(o runtime.Object) error { items = append(items, o); return nil }); err != nil {
+			return nil, "", err
+		}
+		la, err := meta.ListAccessor(list)
+		if err != nil {
+			return nil, "", err
+		}
+		return items, la.GetResourceVersion(), nil
+	}
+}
+
+// watchFrom watches from rv until the stream ends, and returns the resourceVersion of the last
+// event read (bookmarks included).
+func (l *kindLoop) watchFrom(ctx context.Context, rv string) (string, error) {
+	timeout := int64((watchTimeoutMin + rand.N(watchTimeoutMin)).Seconds())
+	start := l.clock.Now()
+	d, err := l.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+	if err != nil {
+		return rv, err
+	}
+	defer d.Close()
+	for events := 0; ; events++ {
+		typ, obj, err := d.Decode()
+		switch {
+		case errors.Is(err, io.EOF):
+			if events == 0 && l.clock.Since(start) < time.Second {
+				return rv, errShortWatch
+			}
+			return rv, nil
+		case err != nil:
+			return rv, err
+		}
+		switch typ {
+		case watch.Added, watch.Modified:
+			err = l.store.Add(obj)
+		case watch.Deleted:
+			err = l.store.Delete(obj)
+		case watch.Bookmark:
+		case watch.Error:
+			return rv, apierrors.FromObject(obj)
+		default:
+			return rv, fmt.Errorf("unexpected watch event %q", typ)
+		}
+		if err != nil {
+			return rv, err
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return rv, err
+		}
+		rv = m.GetResourceVersion()
+	}
+}
+
+// streamWatch opens watches with hc, to be read in the caller's goroutine. request builds each
+// one's URL (path and parameters), limiter is waited on as for any request, accept is the
+// Accept header, and neg decodes a failed response's Status. events reads the stream: nil
+// reads it as client-go does, with neg's stream decoder for the response's content type.
+func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.ClientNegotiator, accept string,
+	request func(o *metav1.ListOptions) *rest.Request, events func(io.ReadCloser) eventDecoder) func(context.Context, metav1.ListOptions) (eventDecoder, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error) {
+		o.Watch = true
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, request(&o).URL().String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", accept)
+		if limiter != nil {
+			if err := limiter.Wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		mediaType, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if resp.StatusCode != http.StatusOK {
+			defer resp.Body.Close()
+			return nil, statusError(resp, neg, mediaType, params)
+		}
+		if events != nil {
+			return events(resp.Body), nil
+		}
+		objects, eventSerializer, framer, err := neg.StreamDecoder(mediaType, params)
+		if err != nil {
+			_ = resp.Body.Close()
+			return nil, err
+		}
+		return restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(resp.Body), eventSerializer), objects), nil
+	}
+}
+
+// statusError is the API error a failed response carries (a Status), or one made from its code.
+func statusError(resp *http.Response, neg runtime.ClientNegotiator, mediaType string, params map[string]string) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if d, err := neg.Decoder(mediaType, params); err == nil {
+		if obj, _, err := d.Decode(body, nil, nil); err == nil {
+			if s, ok := obj.(*metav1.Status); ok && s.Status == metav1.StatusFailure {
+				return &apierrors.StatusError{ErrStatus: *s}
+			}
+		}
+	}
+	return apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{}, "", string(body), 0, true)
+}

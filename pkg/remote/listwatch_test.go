@@ -1,0 +1,192 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// scriptedEvents is one watch's stream: its events, then err (io.EOF: the server ended it).
+type scriptedEvents struct {
+	events []watch.Event
+	err    error
+	closed bool
+}
+
+func (s *scriptedEvents) Decode() (watch.EventType, runtime.Object, error) {
+	if len(s.events) == 0 {
+		return "", nil, s.err
+	}
+	e := s.events[0]
+	s.events = s.events[1:]
+	return e.Type, e.Object, nil
+}
+
+func (s *scriptedEvents) Close() { s.closed = true }
+
+// TestKindLoop drives a loop through lists and watches answered from a script, and checks
+// the requests it makes (list or watch, at which resourceVersion), what the store holds, and
+// when it waits.
+func TestKindLoop(t *testing.T) {
+	node := func(name, rv string, labels map[string]string) *corev1.Node {
+		n := testNode(name, rv, labels)
+		return n
+	}
+	expired := apierrors.NewResourceExpired("too old resource version")
+	type answer struct {
+		list   *corev1.NodeList
+		events *scriptedEvents
+		err    error
+	}
+	tests := []struct {
+		name    string
+		answers []answer
+		// want is the requests, as "list@rv" or "watch@rv"; the last one, past the script,
+		// ends the test.
+		want      []string
+		wantNames []string
+		// wantWaits is how many backoff waits the loop took.
+		wantWaits int
+	}{{
+		name: "list, watch, re-watch from the last event and bookmark",
+		answers: []answer{
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
+			{events: &scriptedEvents{events: []watch.Event{
+				{Type: watch.Added, Object: node("b", "11", nil)},
+				{Type: watch.Modified, Object: node("a", "12", map[string]string{"x": "1"})},
+				{Type: watch.Bookmark, Object: node("", "15", nil)},
+			}, err: io.EOF}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Deleted, Object: node("b", "16", nil)}}, err: io.EOF}},
+		},
+		want:      []string{"list@0", "watch@10", "watch@15", "watch@16"},
+		wantNames: []string{"a"},
+	}, {
+		name: "an expired watch lists again, from a quorum read, at once",
+		answers: []answer{
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "20"}, Items: []corev1.Node{*node("c", "19", nil)}}},
+		},
+		want:      []string{"list@0", "watch@10", "list@", "watch@20"},
+		wantNames: []string{"c"},
+	}, {
+		name: "a watch refused with 410 Gone lists again too",
+		answers: []answer{
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
+			{err: apierrors.NewGenericServerResponse(http.StatusGone, http.MethodGet, schema.GroupResource{}, "", "", 0, true)},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "20"}}},
+		},
+		want: []string{"list@0", "watch@10", "list@", "watch@20"},
+	}, {
+		name: "failures back off; a failed first list is retried from the cache",
+		answers: []answer{
+			{err: errors.New("connection refused")},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
+			{err: errors.New("connection reset")},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Added, Object: node("a", "11", nil)}}, err: io.ErrUnexpectedEOF}},
+		},
+		want:      []string{"list@0", "list@0", "watch@10", "watch@10", "watch@11"},
+		wantNames: []string{"a"},
+		wantWaits: 3,
+	}, {
+		name: "a watch the server ends at once with no event backs off",
+		answers: []answer{
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
+			{events: &scriptedEvents{err: io.EOF}},
+			{events: &scriptedEvents{err: io.EOF}},
+		},
+		want:      []string{"list@0", "watch@10", "watch@10", "watch@10"},
+		wantWaits: 2,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			clk := clocktesting.NewFakeClock(time.Now())
+			var mu sync.Mutex
+			var got []string
+			var opened []*scriptedEvents
+			next := func(req string) answer {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, req)
+				if len(got) > len(tt.answers) {
+					cancel() // the script is done
+					return answer{err: context.Canceled}
+				}
+				return tt.answers[len(got)-1]
+			}
+			st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
+			l := &kindLoop{store: st, clock: clk,
+				list: listItems(func() runtime.Object { return &corev1.NodeList{} }, func(_ context.Context, o metav1.ListOptions, into runtime.Object) error {
+					a := next("list@" + o.ResourceVersion)
+					if a.err != nil {
+						return a.err
+					}
+					if a.list == nil {
+						t.Fatalf("a list was answered with %+v", a)
+					}
+					*into.(*corev1.NodeList) = *a.list
+					return nil
+				}),
+				watch: func(_ context.Context, o metav1.ListOptions) (eventDecoder, error) {
+					if !o.AllowWatchBookmarks || o.TimeoutSeconds == nil || *o.TimeoutSeconds < int64(watchTimeoutMin.Seconds()) {
+						t.Errorf("watch options %+v: want bookmarks and a timeout of at least %s", o, watchTimeoutMin)
+					}
+					a := next("watch@" + o.ResourceVersion)
+					if a.err != nil {
+						return nil, a.err
+					}
+					opened = append(opened, a.events)
+					return a.events, nil
+				},
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); l.run(ctx) }()
+			waits := 0
+			for {
+				select {
+				case <-done:
+				case <-time.After(10 * time.Millisecond):
+					if clk.HasWaiters() {
+						waits++
+						clk.Step(time.Minute)
+					}
+					continue
+				}
+				break
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			if waits != tt.wantWaits {
+				t.Errorf("%d backoff waits, want %d", waits, tt.wantWaits)
+			}
+			var names []string
+			for n := range st.items {
+				names = append(names, n)
+			}
+			if diff := cmp.Diff(tt.wantNames, names); diff != "" {
+				t.Errorf("stored (-want +got):\n%s", diff)
+			}
+			for i, e := range opened {
+				if !e.closed {
+					t.Errorf("watch %d was not closed", i)
+				}
+			}
+		})
+	}
+}
