@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/google/go-cmp v0.7.0
+	github.com/google/pprof v0.0.0-20250403155104-27863c87afa6
 	github.com/openshift/api v0.0.0-20251120220512-cb382c9eaf42
 	github.com/openshift/hive/apis v0.0.0-20260415205034-aa1db747a6ba
 	github.com/prometheus/client_golang v1.23.2

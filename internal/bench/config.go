@@ -105,7 +105,7 @@ func DefaultConfig() Config {
 		ReactionSamples: 50, ReactionConcurrency: 4,
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
-		GrowthNodes:  []int{10, 50, 100}, GrowthNodesSpokes: 10,
+		GrowthNodes:  []int{10, 50, 100, 250}, GrowthNodesSpokes: 10,
 		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, RestartTimeout: 3 * time.Minute, SimSteady: 30 * time.Second, SimRSSCapMiB: 6144,
 		MaxRealSpokes: 50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,

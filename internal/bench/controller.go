@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +90,7 @@ func ControllerMain(args []string) error {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
+		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap and goroutine profiles of the measured process
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -106,6 +107,7 @@ func hubUserAgent(pid int) string { return fmt.Sprintf("hub-node-metadata-bench 
 type MemStats struct {
 	HeapInuse  uint64 `json:"heapInuse"`
 	HeapAlloc  uint64 `json:"heapAlloc"`
+	StackInuse uint64 `json:"stackInuse"`
 	Sys        uint64 `json:"sys"`
 	Goroutines int    `json:"goroutines"`
 }
@@ -264,34 +266,52 @@ func (p *controllerProc) memory() (Memory, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
 		return Memory{}, err
 	}
-	rss, err := vmRSS(p.cmd.Process.Pid)
+	st, err := procStatus(p.cmd.Process.Pid, "VmRSS", "RssAnon", "RssFile")
 	if err != nil {
 		return Memory{}, err
 	}
-	return Memory{HeapInuseMiB: mib(ms.HeapInuse), HeapAllocMiB: mib(ms.HeapAlloc), RSSMiB: mib(rss), Goroutines: ms.Goroutines}, nil
+	return Memory{HeapInuseMiB: mib(ms.HeapInuse), HeapAllocMiB: mib(ms.HeapAlloc), StackInuseMiB: mib(ms.StackInuse),
+		RSSMiB: mib(st["VmRSS"]), AnonMiB: mib(st["RssAnon"]), FileMiB: mib(st["RssFile"]), Goroutines: ms.Goroutines}, nil
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // vmRSS reads VmRSS of pid from /proc.
 func vmRSS(pid int) (uint64, error) {
+	st, err := procStatus(pid, "VmRSS")
+	return st["VmRSS"], err
+}
+
+// procStatus reads fields of /proc/<pid>/status given in kB, in bytes.
+func procStatus(pid int, fields ...string) (map[string]uint64, error) {
 	fh, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer fh.Close()
+	out := map[string]uint64{}
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) < 1 {
-				break
-			}
-			kb, err := strconv.ParseUint(f[0], 10, 64)
-			return kb * 1024, err
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok || !slices.Contains(fields, name) {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 1 {
+			continue
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = kb * 1024
+	}
+	for _, f := range fields {
+		if _, ok := out[f]; !ok {
+			return nil, fmt.Errorf("no %s in /proc/%d/status", f, pid)
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return out, sc.Err()
 }
 
 // Samples are scraped metric samples: "name{k="v",...}" (labels sorted as

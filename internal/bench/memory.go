@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"time"
 
@@ -36,6 +37,10 @@ func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spok
 		name := fmt.Sprintf("controller-%s-%dx%d-%s.pprof", dim, len(spokes), nodes, kind)
 		if err := proc.saveProfile(kind, filepath.Join(b.outDir, name)); err != nil {
 			b.rep.note("%s profile of the %s point: %v", kind, dim, err)
+		} else if kind == "goroutine" {
+			if pt.Goroutines, err = goroutineBreakdown(filepath.Join(b.outDir, name)); err != nil {
+				b.rep.note("goroutine profile of the %s point: %v", dim, err)
+			}
 		}
 	}
 	if pt.Wave, err = b.runWave(ctx, proc, spokes, spokes, dim); err != nil {
@@ -127,16 +132,14 @@ func (b *bench) growth(ctx context.Context) {
 		}
 	}
 	for i := range pts {
-		p := &pts[i]
-		p.HeapPerSp = (p.Memory.HeapInuseMiB - m0.HeapInuseMiB) / float64(p.Wave.Spokes)
-		p.RSSPerSp = (p.Memory.RSSMiB - m0.RSSMiB) / float64(p.Wave.Spokes)
+		pts[i].PerSpoke = perSpokeOf(pts[i].Memory, m0, pts[i].Wave.Spokes)
 	}
 	b.rep.Growth = pts
-	// The hub-memory figure: the largest Nodes-per-spoke point, else the
-	// largest point.
+	// The hub-memory figure: the point of the Nodes dimension nearest 100 Nodes per spoke
+	// (the goal's size), else the largest point.
 	best := -1
 	for i, p := range pts {
-		if p.Dimension == "nodes" {
+		if p.Dimension == "nodes" && (best < 0 || math.Abs(p.Wave.NodesPerSpoke-100) < math.Abs(pts[best].Wave.NodesPerSpoke-100)) {
 			best = i
 		}
 	}
@@ -153,8 +156,45 @@ func (b *bench) growth(ctx context.Context) {
 		m.At = pts[best]
 		m.K = pts[best].Wave.Spokes
 		m.NodesPerSpoke = pts[best].Wave.NodesPerSpoke
-		m.HeapPerSpoke, m.RSSPerSpoke = pts[best].HeapPerSp, pts[best].RSSPerSp
+		m.PerSpoke = pts[best].PerSpoke
 	}
+	var nodes []Point
+	for _, p := range pts {
+		if p.Dimension == "nodes" {
+			nodes = append(nodes, p)
+		}
+	}
+	b.rep.Memory.PerConnection, b.rep.Memory.PerNode = costLine(nodes)
+}
+
+// costLine fits each per-spoke figure of points against their Nodes per spoke by least
+// squares: the intercept is what a connection costs with no Node, the slope what each Node
+// (with its Machine and MachineSet share) adds. Zero with fewer than two sizes.
+func costLine(points []Point) (perConnection, perNode perSpoke) {
+	if len(points) < 2 {
+		return
+	}
+	fit := func(y func(perSpoke) float64) (float64, float64) {
+		var n, sx, sy, sxx, sxy float64
+		for _, p := range points {
+			x, v := p.Wave.NodesPerSpoke, y(p.PerSpoke)
+			n, sx, sy, sxx, sxy = n+1, sx+x, sy+v, sxx+x*x, sxy+x*v
+		}
+		d := n*sxx - sx*sx
+		if d == 0 {
+			return 0, 0
+		}
+		slope := (n*sxy - sx*sy) / d
+		return (sy - slope*sx) / n, slope
+	}
+	perConnection.HeapMiB, perNode.HeapMiB = fit(func(p perSpoke) float64 { return p.HeapMiB })
+	perConnection.LiveMiB, perNode.LiveMiB = fit(func(p perSpoke) float64 { return p.LiveMiB })
+	perConnection.StackMiB, perNode.StackMiB = fit(func(p perSpoke) float64 { return p.StackMiB })
+	perConnection.RSSMiB, perNode.RSSMiB = fit(func(p perSpoke) float64 { return p.RSSMiB })
+	perConnection.AnonMiB, perNode.AnonMiB = fit(func(p perSpoke) float64 { return p.AnonMiB })
+	perConnection.FileMiB, perNode.FileMiB = fit(func(p perSpoke) float64 { return p.FileMiB })
+	perConnection.Goroutines, perNode.Goroutines = fit(func(p perSpoke) float64 { return p.Goroutines })
+	return
 }
 
 func (b *bench) maxReal(ctx context.Context) {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,8 +47,35 @@ func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Mic
 type Memory struct {
 	HeapInuseMiB float64 `json:"heapInuseMiB"`
 	HeapAllocMiB float64 `json:"heapAllocMiB"`
-	RSSMiB       float64 `json:"rssMiB"`
-	Goroutines   int     `json:"goroutines"`
+	// StackInuseMiB is the goroutines' stacks, which the heap figures do not count.
+	StackInuseMiB float64 `json:"stackInuseMiB"`
+	RSSMiB        float64 `json:"rssMiB"`
+	// AnonMiB and FileMiB split RSS (RssAnon, RssFile): anonymous memory (heap, stacks, the
+	// runtime's own) and pages of files, mostly the binary's code as it is first run.
+	AnonMiB    float64 `json:"rssAnonMiB"`
+	FileMiB    float64 `json:"rssFileMiB"`
+	Goroutines int     `json:"goroutines"`
+}
+
+// perSpoke is the cost of one connected spoke: (m − the 0-spoke baseline) / spokes.
+type perSpoke struct {
+	HeapMiB    float64 `json:"heapMiB"`
+	LiveMiB    float64 `json:"liveHeapMiB"`
+	StackMiB   float64 `json:"stackMiB"`
+	RSSMiB     float64 `json:"rssMiB"`
+	AnonMiB    float64 `json:"rssAnonMiB"`
+	FileMiB    float64 `json:"rssFileMiB"`
+	Goroutines float64 `json:"goroutines"`
+}
+
+func perSpokeOf(m, base Memory, spokes int) perSpoke {
+	n := float64(spokes)
+	return perSpoke{
+		HeapMiB: (m.HeapInuseMiB - base.HeapInuseMiB) / n, LiveMiB: (m.HeapAllocMiB - base.HeapAllocMiB) / n,
+		StackMiB: (m.StackInuseMiB - base.StackInuseMiB) / n, RSSMiB: (m.RSSMiB - base.RSSMiB) / n,
+		AnonMiB: (m.AnonMiB - base.AnonMiB) / n, FileMiB: (m.FileMiB - base.FileMiB) / n,
+		Goroutines: float64(m.Goroutines-base.Goroutines) / n,
+	}
 }
 
 // Wave is one pool change on several spokes and its convergence.
@@ -78,11 +106,12 @@ type Wave struct {
 
 // Point is one fleet size of the cost-growth table.
 type Point struct {
-	Dimension string  `json:"dimension"`
-	Wave      Wave    `json:"wave"`
-	Memory    Memory  `json:"memory"`
-	HeapPerSp float64 `json:"heapPerSpokeMiB"`
-	RSSPerSp  float64 `json:"rssPerSpokeMiB"`
+	Dimension string   `json:"dimension"`
+	Wave      Wave     `json:"wave"`
+	Memory    Memory   `json:"memory"`
+	PerSpoke  perSpoke `json:"perSpoke"`
+	// Goroutines are the process's goroutines by what they run.
+	Goroutines []Share `json:"goroutinesBy"`
 }
 
 // Goal is one figure with its goal.
@@ -214,17 +243,20 @@ type Report struct {
 		Skipped      string    `json:"skipped,omitempty"`
 	} `json:"isolation"`
 	Memory struct {
-		Idle0          Memory  `json:"zeroSpokes"`
-		At             Point   `json:"atK"`
-		HeapPerSpoke   float64 `json:"heapPerSpokeMiB"`
-		RSSPerSpoke    float64 `json:"rssPerSpokeMiB"`
-		K              int     `json:"k"`
-		NodesPerSpoke  float64 `json:"nodesPerSpoke"`
-		MaxRealTarget  int     `json:"maxRealTarget"`
-		MaxRealReached int     `json:"maxRealReached"`
-		MaxRealInSync  int     `json:"maxRealInSync"`
-		MaxRealMemory  Memory  `json:"maxRealMemory"`
-		MaxRealNote    string  `json:"maxRealNote,omitempty"`
+		Idle0    Memory   `json:"zeroSpokes"`
+		At       Point    `json:"atK"`
+		PerSpoke perSpoke `json:"perSpoke"`
+		// PerConnection and PerNode split a spoke's cost by a least-squares line through
+		// the points of the Nodes dimension (per spoke against Nodes per spoke).
+		PerConnection  perSpoke `json:"perConnection"`
+		PerNode        perSpoke `json:"perNode"`
+		K              int      `json:"k"`
+		NodesPerSpoke  float64  `json:"nodesPerSpoke"`
+		MaxRealTarget  int      `json:"maxRealTarget"`
+		MaxRealReached int      `json:"maxRealReached"`
+		MaxRealInSync  int      `json:"maxRealInSync"`
+		MaxRealMemory  Memory   `json:"maxRealMemory"`
+		MaxRealNote    string   `json:"maxRealNote,omitempty"`
 	} `json:"memory"`
 	Sim struct {
 		Clusters         int     `json:"clusters"`
@@ -248,7 +280,11 @@ type Report struct {
 		// cluster is in sync: with GOMEMLIMIT near the heap, a thrashing GC would show here.
 		SteadyCPUPercent float64 `json:"steadyCPUPercent"`
 		SteadyS          float64 `json:"steadyS"`
-		Skipped          string  `json:"skipped,omitempty"`
+		// SteadyCPU is where that CPU went, from a CPU profile of the same window.
+		SteadyCPU []Share `json:"steadyCPU"`
+		// Heap is the live heap by holder, from the heap profile taken at the end (MiB).
+		Heap    []Share `json:"heapMiB"`
+		Skipped string  `json:"skipped,omitempty"`
 	} `json:"sim"`
 	Restart struct {
 		Clusters int `json:"clusters"`
@@ -345,9 +381,10 @@ func (r *Report) Judge() {
 	}
 	perSpoke := Goal{Figure: fmt.Sprintf("Hub memory per connected spoke (%d spokes × %.0f Nodes vs 0)", m.K, m.NodesPerSpoke),
 		Goal:     fmt.Sprintf("≤ %.1f MiB RSS per 100-Node spoke (reference: Cluster API ≈ 1.3 MiB per cluster)", goalRSSPerSpokeMiB),
-		Measured: fmt.Sprintf("%.2f MiB heap, %.2f MiB RSS", m.HeapPerSpoke, m.RSSPerSpoke), Pass: m.RSSPerSpoke > 0 && m.RSSPerSpoke <= goalRSSPerSpokeMiB}
-	if m.RSSPerSpoke > goalRSSPerSpokeMiB {
-		perSpoke.Note = ratioMiss(m.RSSPerSpoke, goalRSSPerSpokeMiB)
+		Measured: fmt.Sprintf("%.2f MiB RSS (%.2f anonymous, %.2f file pages): %.2f MiB heap in use (%.2f live), %.3f MiB stacks, %.1f goroutines", m.PerSpoke.RSSMiB, m.PerSpoke.AnonMiB, m.PerSpoke.FileMiB, m.PerSpoke.HeapMiB, m.PerSpoke.LiveMiB, m.PerSpoke.StackMiB, m.PerSpoke.Goroutines),
+		Pass:     m.PerSpoke.RSSMiB > 0 && m.PerSpoke.RSSMiB <= goalRSSPerSpokeMiB}
+	if m.PerSpoke.RSSMiB > goalRSSPerSpokeMiB {
+		perSpoke.Note = ratioMiss(m.PerSpoke.RSSMiB, goalRSSPerSpokeMiB)
 	}
 	add(perSpoke)
 	iso := r.Isolation
@@ -422,10 +459,17 @@ func (r *Report) Markdown() string {
 	p("Spread over %d healthy spokes, %d at a time. Times run from the watch event that shows the new Node (or the removal) to the watch event that shows the pool's labels and taint on it, both seen by the same admin informer. New Nodes are made by `Spoke.ScaleUp` + `LinkNode` from a MachineSet template that lacks one pool label (changed on the hub only), so every new Node needs a write; %d were born holding everything (the controller had already fixed the Machine) and are left out. Unrepaired within the timeout: %d.\n", rc.SpokesUsed, rc.Concurrency, rc.BornInSync, rc.Unrepaired)
 	m := r.Memory
 	p("\n## 4. Hub memory\n\n")
-	p("Heap is `HeapInuse` right after `runtime.GC()` in the controller process; RSS is its `/proc/<pid>/status` VmRSS.\n\n| connected | heap | RSS | goroutines |\n| --- | --- | --- | --- |\n")
-	p("| 0 spokes (all ClusterDeployments paused) | %.1f MiB | %.1f MiB | %d |\n", m.Idle0.HeapInuseMiB, m.Idle0.RSSMiB, m.Idle0.Goroutines)
-	p("| %d spokes × %.0f Nodes | %.1f MiB | %.1f MiB | %d |\n\n", m.K, m.NodesPerSpoke, m.At.Memory.HeapInuseMiB, m.At.Memory.RSSMiB, m.At.Memory.Goroutines)
-	p("Per connected spoke at %.0f Nodes: **%.2f MiB heap, %.2f MiB RSS**.\n\n", m.NodesPerSpoke, m.HeapPerSpoke, m.RSSPerSpoke)
+	p("Measured in the controller process right after `runtime.GC()`: heap in use is `HeapInuse` (spans holding objects, so it counts their free slots too), live heap `HeapAlloc`, stacks `StackInuse`; RSS is its `/proc/<pid>/status` VmRSS, split into RssAnon (heap, stacks, the runtime's own memory) and RssFile (pages of files: the binary's code, paged in as it first runs, so the 0-spoke baseline, which never ran a spoke's TLS, HTTP/2 and decoding code, has less of it). %s\n\n| connected | heap in use | live heap | stacks | RSS | anonymous | file pages | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n", r.memoryLimitNote())
+	row := func(what string, x Memory) {
+		p("| %s | %.1f MiB | %.1f MiB | %.2f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d |\n", what, x.HeapInuseMiB, x.HeapAllocMiB, x.StackInuseMiB, x.RSSMiB, x.AnonMiB, x.FileMiB, x.Goroutines)
+	}
+	row("0 spokes (all ClusterDeployments paused)", m.Idle0)
+	row(fmt.Sprintf("%d spokes × %.0f Nodes", m.K, m.NodesPerSpoke), m.At.Memory)
+	ps := m.PerSpoke
+	if len(m.At.Goroutines) > 0 {
+		p("\nGoroutines at %d spokes × %.0f Nodes, by what they run (from the point's goroutine profile, `controller-%s-*-goroutine.pprof` beside the report): %s.\n", m.K, m.NodesPerSpoke, m.At.Dimension, shares(m.At.Goroutines, "%.0f", 5))
+	}
+	p("\nPer connected spoke at %.0f Nodes: **%.2f MiB RSS** (%.2f MiB anonymous, %.2f MiB file pages); %.2f MiB heap in use, of which %.2f MiB live; %.3f MiB stacks; %.1f goroutines.\n\n", m.NodesPerSpoke, ps.RSSMiB, ps.AnonMiB, ps.FileMiB, ps.HeapMiB, ps.LiveMiB, ps.StackMiB, ps.Goroutines)
 	if m.MaxRealTarget > 0 {
 		p("Real spokes: target %d, started %d, InSync %d; controller heap %.1f MiB, RSS %.1f MiB. %s\n\n", m.MaxRealTarget, m.MaxRealReached, m.MaxRealInSync, m.MaxRealMemory.HeapInuseMiB, m.MaxRealMemory.RSSMiB, m.MaxRealNote)
 	} else {
@@ -439,6 +483,12 @@ func (r *Report) Markdown() string {
 			s.Clusters, s.NodesPerCluster, s.RealSpokes, s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
 		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / RSS | %.0f MiB / %.0f MiB / %.0f MiB |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core |\n\n",
 			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.RSSMiB, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent)
+		if len(s.SteadyCPU) > 0 {
+			p("Where the in-sync CPU goes (a CPU profile of the same %.0f s, `controller-steady-cpu.pprof` beside the report; %% of one core, by the work each sample's goroutine does): %s.\n\n", s.SteadyS, shares(s.SteadyCPU, "%.2f%%", 0.05))
+		}
+		if len(s.Heap) > 0 {
+			p("Where the live heap goes at %d clusters (`controller-sim-heap.pprof`, Go's sampled heap profile, by what holds each allocation): %s.\n\n", s.Clusters, shares(s.Heap, "%.0f MiB", 4))
+		}
 	}
 	iso := r.Isolation
 	p("\n## 5. Isolation\n\n")
@@ -449,12 +499,17 @@ func (r *Report) Markdown() string {
 		p("| all healthy (mean of %v ms) | %.0f ms | 1.00× |\n| %d black-holed | %.0f ms | %.2f× |\n| %d answering after %s | %.0f ms | %.2f× |\n\n", iso.BaselinesMs, iso.BaselineMs, len(iso.Degraded), iso.BlackHoleMs, iso.BlackHoleX, len(iso.Degraded), r.Config.Delay, iso.DelayMs, iso.DelayX)
 		p("After healing, the degraded spokes converged in %.1f s.\n", iso.HealedAfterS)
 	}
-	p("\n## 6. Cost growth\n\n| dimension | spokes × Nodes | drifted | convergence | ideal | ratio | requests/object | heap | RSS | heap/spoke | RSS/spoke |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	p("\n## 6. Cost growth\n\n| dimension | spokes × Nodes | drifted | convergence | ideal | ratio | requests/object | heap | RSS | heap/spoke | live/spoke | stacks/spoke | RSS/spoke | anonymous RSS/spoke | goroutines/spoke |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, g := range r.Growth {
 		w := g.Wave
-		p("| %s | %d × %.0f | %d | %.0f ms | %.0f ms | %.2f× | %.2f | %.1f MiB | %.1f MiB | %.2f MiB | %.2f MiB |\n", g.Dimension, w.Spokes, w.NodesPerSpoke, w.Drifted, w.ConvergenceMs, w.IdealMs, w.Ratio, w.PerObject, g.Memory.HeapInuseMiB, g.Memory.RSSMiB, g.HeapPerSp, g.RSSPerSp)
+		ps := g.PerSpoke
+		p("| %s | %d × %.0f | %d | %.0f ms | %.0f ms | %.2f× | %.2f | %.1f MiB | %.1f MiB | %.2f MiB | %.2f MiB | %.3f MiB | %.2f MiB | %.2f MiB | %.1f |\n", g.Dimension, w.Spokes, w.NodesPerSpoke, w.Drifted, w.ConvergenceMs, w.IdealMs, w.Ratio, w.PerObject, g.Memory.HeapInuseMiB, g.Memory.RSSMiB, ps.HeapMiB, ps.LiveMiB, ps.StackMiB, ps.RSSMiB, ps.AnonMiB, ps.Goroutines)
 	}
-	p("\nPer-spoke memory is (memory − the 0-spoke baseline) / spokes.\n")
+	p("\nPer-spoke figures are (figure − the 0-spoke baseline) / spokes. %s\n", r.memoryLimitNote())
+	if c, n := m.PerConnection, m.PerNode; c.RSSMiB != 0 || n.RSSMiB != 0 {
+		p("\nA least-squares line through the Nodes points splits a spoke's cost: **per connection** %.3f MiB RSS (%.3f anonymous), %.3f MiB heap in use (%.3f live), %.3f MiB stacks, %.1f goroutines; **per Node** (with its Machine and MachineSet share) %.1f KiB RSS (%.1f anonymous), %.1f KiB heap in use (%.1f live), %.2f KiB stacks.\n",
+			c.RSSMiB, c.AnonMiB, c.HeapMiB, c.LiveMiB, c.StackMiB, c.Goroutines, 1024*n.RSSMiB, 1024*n.AnonMiB, 1024*n.HeapMiB, 1024*n.LiveMiB, 1024*n.StackMiB)
+	}
 	p("\n## How to run\n\n`make bench` builds `hack/bench` into `_out/bench/bench` and runs it with the control plane from `hack/controlplane.sh`; it writes `_out/bench/report.md` and `_out/bench/report.json` and copies the Markdown here. Sizes are flags, passed with `BENCH_FLAGS`, e.g. `make bench BENCH_FLAGS='-idle 1m -max-real-spokes 0'` for a shorter run (the at-rest goals then show why they are not met: they need a window of at least 10 minutes spanning 3 resync periods); `_out/bench/bench -h` lists them (`-spokes`, `-nodes`, `-idle`, `-idle-resync`, `-reaction-samples`, `-growth-spokes`, `-growth-nodes`, `-sim-clusters`, `-sim-real-spokes`, `-max-real-spokes`, `-hub-qps`, `-spoke-qps`, ...). `go test ./int -run TestBenchPipeline` runs the same pipeline at tiny sizes. Controller logs of each step are in `_out/bench/controller-*.log`.\n")
 	if len(r.Notes) > 0 {
 		p("\n## Notes\n\n")
@@ -463,6 +518,28 @@ func (r *Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// memoryLimitNote says whether the memory points ran under a soft memory limit, and whether
+// it could have bound: a limit far above the heap leaves the GC pacing by GOGC alone, as
+// without one.
+func (r *Report) memoryLimitNote() string {
+	if r.Config.GOMEMLIMIT == "" || r.Config.GOMEMLIMIT == "off" {
+		return "The controller ran without GOMEMLIMIT."
+	}
+	limit, err := strconv.ParseFloat(r.Config.GOMEMLIMIT, 64)
+	if err != nil {
+		return fmt.Sprintf("The controller ran with GOMEMLIMIT %s.", r.Config.GOMEMLIMIT)
+	}
+	largest := r.Memory.Idle0.HeapInuseMiB
+	for _, g := range r.Growth {
+		largest = max(largest, g.Memory.HeapInuseMiB)
+	}
+	note := fmt.Sprintf("The controller ran with the shipped soft limit, GOMEMLIMIT %s bytes (%.0f MiB)", r.Config.GOMEMLIMIT, limit/(1<<20))
+	if largest > 0 && 2*largest < limit/(1<<20) {
+		return note + fmt.Sprintf(", over %.0f× the largest heap here (%.0f MiB): the GC paced by GOGC alone, as without a limit.", limit/(1<<20)/largest, largest)
+	}
+	return note + "."
 }
 
 func qps(v, def float64) string {

@@ -147,7 +147,15 @@ func (b *bench) sim(ctx context.Context) {
 		b.rep.note("simulation: %d of %d clusters InSync when it stopped waiting: %v", got, n, err)
 	}
 	if before, err := proc.scrape(); err == nil && b.cfg.SimSteady > 0 {
-		time.Sleep(b.cfg.SimSteady)
+		// The window runs under Go's CPU profiler (100 samples a second): where the CPU goes.
+		path := filepath.Join(b.outDir, "controller-steady-cpu.pprof")
+		t0 := time.Now()
+		if err := proc.saveProfile(fmt.Sprintf("profile?seconds=%d", int(b.cfg.SimSteady.Seconds())), path); err != nil {
+			b.rep.note("steady CPU profile: %v", err)
+		} else if s.SteadyCPU, err = cpuBreakdown(path); err != nil {
+			b.rep.note("steady CPU profile: %v", err)
+		}
+		time.Sleep(b.cfg.SimSteady - time.Since(t0))
 		if after, err := proc.scrape(); err == nil {
 			s.SteadyS = b.cfg.SimSteady.Seconds()
 			s.SteadyCPUPercent = 100 * (after.Sum("process_cpu_seconds_total", nil) - before.Sum("process_cpu_seconds_total", nil)) / b.cfg.SimSteady.Seconds()
@@ -169,6 +177,8 @@ func (b *bench) sim(ctx context.Context) {
 		b.rep.note("simulation memory: %v", err)
 	}
 	if err := proc.saveProfile("heap", filepath.Join(b.outDir, "controller-sim-heap.pprof")); err != nil {
+		b.rep.note("simulation heap profile: %v", err)
+	} else if s.Heap, err = heapBreakdown(filepath.Join(b.outDir, "controller-sim-heap.pprof")); err != nil {
 		b.rep.note("simulation heap profile: %v", err)
 	}
 	if sm, err := proc.scrape(); err == nil {
