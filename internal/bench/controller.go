@@ -90,7 +90,7 @@ func ControllerMain(args []string) error {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
+		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, HeapUnreturned: ms.HeapIdle - ms.HeapReleased, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap and goroutine profiles of the measured process
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -108,8 +108,11 @@ type MemStats struct {
 	HeapInuse  uint64 `json:"heapInuse"`
 	HeapAlloc  uint64 `json:"heapAlloc"`
 	StackInuse uint64 `json:"stackInuse"`
-	Sys        uint64 `json:"sys"`
-	Goroutines int    `json:"goroutines"`
+	// HeapUnreturned is heap memory freed but not yet returned to the OS (HeapIdle −
+	// HeapReleased): still in RSS until the runtime's scavenger returns it.
+	HeapUnreturned uint64 `json:"heapUnreturned"`
+	Sys            uint64 `json:"sys"`
+	Goroutines     int    `json:"goroutines"`
 }
 
 // controllerProc is a running controller process.
@@ -271,7 +274,7 @@ func (p *controllerProc) memory() (Memory, error) {
 		return Memory{}, err
 	}
 	return Memory{HeapInuseMiB: mib(ms.HeapInuse), HeapAllocMiB: mib(ms.HeapAlloc), StackInuseMiB: mib(ms.StackInuse),
-		RSSMiB: mib(st["VmRSS"]), AnonMiB: mib(st["RssAnon"]), FileMiB: mib(st["RssFile"]), Goroutines: ms.Goroutines}, nil
+		UnreturnedMiB: mib(ms.HeapUnreturned), RSSMiB: mib(st["VmRSS"]), AnonMiB: mib(st["RssAnon"]), FileMiB: mib(st["RssFile"]), Goroutines: ms.Goroutines}, nil
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -342,6 +345,17 @@ func parseSamples(r io.Reader) (Samples, error) {
 
 // Sum adds the samples of metric name whose labels include every k="v" in
 // match.
+// Max is the largest value of name's series (0 without any).
+func (s Samples) Max(name string) float64 {
+	m := 0.0
+	for k, v := range s {
+		if n, _, _ := strings.Cut(k, "{"); n == name && v > m {
+			m = v
+		}
+	}
+	return m
+}
+
 func (s Samples) Sum(name string, match map[string]string) float64 {
 	total := 0.0
 	for k, v := range s {

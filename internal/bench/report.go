@@ -49,6 +49,8 @@ type Memory struct {
 	HeapAllocMiB float64 `json:"heapAllocMiB"`
 	// StackInuseMiB is the goroutines' stacks, which the heap figures do not count.
 	StackInuseMiB float64 `json:"stackInuseMiB"`
+	// UnreturnedMiB is heap freed but not yet returned to the OS (HeapIdle − HeapReleased).
+	UnreturnedMiB float64 `json:"heapUnreturnedMiB"`
 	RSSMiB        float64 `json:"rssMiB"`
 	// AnonMiB and FileMiB split RSS (RssAnon, RssFile): anonymous memory (heap, stacks, the
 	// runtime's own) and pages of files, mostly the binary's code as it is first run.
@@ -62,6 +64,7 @@ type perSpoke struct {
 	HeapMiB    float64 `json:"heapMiB"`
 	LiveMiB    float64 `json:"liveHeapMiB"`
 	StackMiB   float64 `json:"stackMiB"`
+	Unreturned float64 `json:"heapUnreturnedMiB"`
 	RSSMiB     float64 `json:"rssMiB"`
 	AnonMiB    float64 `json:"rssAnonMiB"`
 	FileMiB    float64 `json:"rssFileMiB"`
@@ -73,7 +76,7 @@ func perSpokeOf(m, base Memory, spokes int) perSpoke {
 	return perSpoke{
 		HeapMiB: (m.HeapInuseMiB - base.HeapInuseMiB) / n, LiveMiB: (m.HeapAllocMiB - base.HeapAllocMiB) / n,
 		StackMiB: (m.StackInuseMiB - base.StackInuseMiB) / n, RSSMiB: (m.RSSMiB - base.RSSMiB) / n,
-		AnonMiB: (m.AnonMiB - base.AnonMiB) / n, FileMiB: (m.FileMiB - base.FileMiB) / n,
+		AnonMiB: (m.AnonMiB - base.AnonMiB) / n, FileMiB: (m.FileMiB - base.FileMiB) / n, Unreturned: (m.UnreturnedMiB - base.UnreturnedMiB) / n,
 		Goroutines: float64(m.Goroutines-base.Goroutines) / n,
 	}
 }
@@ -459,9 +462,9 @@ func (r *Report) Markdown() string {
 	p("Spread over %d healthy spokes, %d at a time. Times run from the watch event that shows the new Node (or the removal) to the watch event that shows the pool's labels and taint on it, both seen by the same admin informer. New Nodes are made by `Spoke.ScaleUp` + `LinkNode` from a MachineSet template that lacks one pool label (changed on the hub only), so every new Node needs a write; %d were born holding everything (the controller had already fixed the Machine) and are left out. Unrepaired within the timeout: %d.\n", rc.SpokesUsed, rc.Concurrency, rc.BornInSync, rc.Unrepaired)
 	m := r.Memory
 	p("\n## 4. Hub memory\n\n")
-	p("Measured in the controller process right after `runtime.GC()`: heap in use is `HeapInuse` (spans holding objects, so it counts their free slots too), live heap `HeapAlloc`, stacks `StackInuse`; RSS is its `/proc/<pid>/status` VmRSS, split into RssAnon (heap, stacks, the runtime's own memory) and RssFile (pages of files: the binary's code, paged in as it first runs, so the 0-spoke baseline, which never ran a spoke's TLS, HTTP/2 and decoding code, has less of it). %s\n\n| connected | heap in use | live heap | stacks | RSS | anonymous | file pages | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n", r.memoryLimitNote())
+	p("Measured in the controller process right after `runtime.GC()`: heap in use is `HeapInuse` (spans holding objects, so it counts their free slots too), live heap `HeapAlloc`, stacks `StackInuse`; freed heap not yet returned to the OS is `HeapIdle − HeapReleased` (in RSS until the runtime's scavenger returns it); RSS is its `/proc/<pid>/status` VmRSS, split into RssAnon (heap, stacks, the runtime's own memory) and RssFile (pages of files: the binary's code, paged in as it first runs, so the 0-spoke baseline, which never ran a spoke's TLS, HTTP/2 and decoding code, has less of it). %s\n\n| connected | heap in use | live heap | stacks | freed, not returned | RSS | anonymous | file pages | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", r.memoryLimitNote())
 	row := func(what string, x Memory) {
-		p("| %s | %.1f MiB | %.1f MiB | %.2f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d |\n", what, x.HeapInuseMiB, x.HeapAllocMiB, x.StackInuseMiB, x.RSSMiB, x.AnonMiB, x.FileMiB, x.Goroutines)
+		p("| %s | %.1f MiB | %.1f MiB | %.2f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d |\n", what, x.HeapInuseMiB, x.HeapAllocMiB, x.StackInuseMiB, x.UnreturnedMiB, x.RSSMiB, x.AnonMiB, x.FileMiB, x.Goroutines)
 	}
 	row("0 spokes (all ClusterDeployments paused)", m.Idle0)
 	row(fmt.Sprintf("%d spokes × %.0f Nodes", m.K, m.NodesPerSpoke), m.At.Memory)
@@ -469,7 +472,7 @@ func (r *Report) Markdown() string {
 	if len(m.At.Goroutines) > 0 {
 		p("\nGoroutines at %d spokes × %.0f Nodes, by what they run (from the point's goroutine profile, `controller-%s-*-goroutine.pprof` beside the report): %s.\n", m.K, m.NodesPerSpoke, m.At.Dimension, shares(m.At.Goroutines, "%.0f", 5))
 	}
-	p("\nPer connected spoke at %.0f Nodes: **%.2f MiB RSS** (%.2f MiB anonymous, %.2f MiB file pages); %.2f MiB heap in use, of which %.2f MiB live; %.3f MiB stacks; %.1f goroutines.\n\n", m.NodesPerSpoke, ps.RSSMiB, ps.AnonMiB, ps.FileMiB, ps.HeapMiB, ps.LiveMiB, ps.StackMiB, ps.Goroutines)
+	p("\nPer connected spoke at %.0f Nodes: **%.2f MiB RSS** (%.2f MiB anonymous, %.2f MiB file pages); %.2f MiB heap in use, of which %.2f MiB live; %.3f MiB stacks; %.2f MiB heap freed, not yet returned; %.1f goroutines.\n\n", m.NodesPerSpoke, ps.RSSMiB, ps.AnonMiB, ps.FileMiB, ps.HeapMiB, ps.LiveMiB, ps.StackMiB, ps.Unreturned, ps.Goroutines)
 	if m.MaxRealTarget > 0 {
 		p("Real spokes: target %d, started %d, InSync %d; controller heap %.1f MiB, RSS %.1f MiB. %s\n\n", m.MaxRealTarget, m.MaxRealReached, m.MaxRealInSync, m.MaxRealMemory.HeapInuseMiB, m.MaxRealMemory.RSSMiB, m.MaxRealNote)
 	} else {
@@ -481,8 +484,8 @@ func (r *Report) Markdown() string {
 	} else {
 		p("Fleet scale, **simulated**: %d ClusterDeployments, each with its own namespace, kubeconfig Secret and ClusterDeployment on the hub and its own pool (%d Machine(s) and Node(s), with a pool label the MachineSet template lacks, so each needs real writes), spread over %d real spokes that they share (the earlier steps' Machines, MachineSets and Nodes are deleted from them first). Every simulated cluster is its own connection and cache in the controller, and each cache holds all of its shared spoke's objects (%d Nodes, %d Machines, %d MachineSets), so the per-cluster cache is overstated: an upper bound.\n\n",
 			s.Clusters, s.NodesPerCluster, s.RealSpokes, s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
-		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / RSS | %.0f MiB / %.0f MiB / %.0f MiB |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core |\n\n",
-			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.RSSMiB, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent)
+		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / stacks / freed, not returned / RSS | %.0f / %.0f / %.0f / %.0f / %.0f MiB (%d goroutines) |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core |\n\n",
+			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.StackInuseMiB, s.Memory.UnreturnedMiB, s.Memory.RSSMiB, s.Memory.Goroutines, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent)
 		if len(s.SteadyCPU) > 0 {
 			p("Where the in-sync CPU goes (a CPU profile of the same %.0f s, `controller-steady-cpu.pprof` beside the report; %% of one core, by the work each sample's goroutine does): %s.\n\n", s.SteadyS, shares(s.SteadyCPU, "%.2f%%", 0.05))
 		}

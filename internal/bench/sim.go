@@ -126,7 +126,7 @@ func (b *bench) sim(ctx context.Context) {
 	wctx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
 	capped := false
-	got, err := b.waitState(wctx, proc, fleet.StateInSync, n, b.cfg.SimTimeout, func(k int) {
+	got, inSyncAt, err := b.waitStateAt(wctx, proc, fleet.StateInSync, n, b.cfg.SimTimeout, func(k int) {
 		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil && b.cfg.SimRSSCapMiB > 0 && mib(rss) > b.cfg.SimRSSCapMiB {
 			capped = true
 			b.logf("sim: controller RSS %.0f MiB passed the cap of %.0f MiB with %d InSync: stopping", mib(rss), b.cfg.SimRSSCapMiB, k)
@@ -137,10 +137,9 @@ func (b *bench) sim(ctx context.Context) {
 			lastLog = time.Now()
 		}
 	})
-	inSyncAt := time.Now()
 	cpuIn := markCPU(proc)
 	s.InSync = got
-	s.AllInSyncS = time.Since(start).Seconds()
+	s.AllInSyncS = inSyncAt.Sub(start).Seconds()
 	if capped {
 		b.rep.note("simulation: stopped when the controller's RSS passed the -sim-rss-cap of %.0f MiB, with %d of %d clusters InSync", b.cfg.SimRSSCapMiB, got, n)
 	} else if err != nil {
@@ -295,8 +294,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 			b.rep.note("restart CPU profile: %v", err)
 		}
 	}()
-	got, err := b.waitState(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
-	inSyncAt := time.Now()
+	got, inSyncAt, err := b.waitStateAt(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
 	cpuIn := markCPU(leader)
 	if err != nil && ctx.Err() != nil {
 		return err
@@ -323,8 +321,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 		return err
 	}
 	b.logf("failover: leader killed")
-	got, err = b.waitState(ctx, standby, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
-	inSyncAt = time.Now()
+	got, inSyncAt, err = b.waitStateAt(ctx, standby, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
 	cpuIn = markCPU(standby)
 	if err != nil && ctx.Err() != nil {
 		return err
