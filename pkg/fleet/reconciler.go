@@ -463,7 +463,7 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 	now := metav1.Now()
 	r.Metrics.SetState(ck, state)
 	if state == StateInSync || state == StateDrifting || state == StateRefused {
-		r.Metrics.LastSync.WithLabelValues(ck).Set(float64(now.Unix()))
+		r.Metrics.LastSync.WithLabelValues(ck).Set(float64(now.UnixMilli()) / 1e3) // to the millisecond, as Prometheus keeps time
 	}
 
 	seen := map[string]bool{}
