@@ -63,7 +63,8 @@ func (l *kindLoop) run(ctx context.Context) {
 	listRV := "0" // the first list may come from the API server's watch cache
 	for ctx.Err() == nil {
 		var err error
-		if rv == "" {
+		watching := rv != ""
+		if !watching {
 			rv, err = l.relist(ctx, listRV)
 			if err == nil {
 				// After an expired watch the next list must be at least as new as what this
@@ -76,9 +77,9 @@ func (l *kindLoop) run(ctx context.Context) {
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		if watching && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)) {
 			l.log.V(4).Info("relisting", "reason", err.Error())
-			rv = ""
+			rv = "" // at once: only a list failure backs off
 			continue
 		}
 		l.log.V(2).Info("list or watch failed; retrying", "err", err.Error())

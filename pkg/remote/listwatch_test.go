@@ -91,6 +91,14 @@ func TestKindLoop(t *testing.T) {
 		},
 		want: []string{"list@0", "watch@10", "list@", "watch@20"},
 	}, {
+		name: "a list refused as expired backs off (only a watch's expiry relists at once)",
+		answers: []answer{
+			{err: expired},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
+		},
+		want:      []string{"list@0", "list@0", "watch@10"},
+		wantWaits: 1,
+	}, {
 		name: "failures back off; a failed first list is retried from the cache",
 		answers: []answer{
 			{err: errors.New("connection refused")},
