@@ -660,16 +660,20 @@ func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *p
 		cn.close()
 		return nil, p, err
 	}
-	probeCtx, cancelProbe := context.WithTimeout(connectCtx, c.opts.RequestTimeout)
-	err = cn.probe(probeCtx)
-	cancelProbe()
-	if err != nil {
-		return fail(fmt.Errorf("probing %s: %w", cn.server, err))
-	}
+	// The probe and the first lists go out together: a spoke that answers is synced a round
+	// trip sooner, and one that does not fails the probe within RequestTimeout, well before
+	// ConnectTimeout (the lists would only retry).
 	cn.startCache(ctx)
-	// Abort the sync as soon as the spoke rejects our credentials.
 	syncCtx, cancelSync := context.WithCancel(connectCtx)
 	defer cancelSync()
+	probed := make(chan error, 1)
+	go func() {
+		probeCtx, cancelProbe := context.WithTimeout(syncCtx, c.opts.RequestTimeout)
+		defer cancelProbe()
+		probed <- cn.probe(probeCtx)
+	}()
+	// Abort the sync as soon as the probe fails or the spoke rejects our credentials.
+	var probeErr error
 	go func() {
 		select {
 		case <-cn.authFailed:
@@ -677,7 +681,22 @@ func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *p
 		case <-syncCtx.Done():
 		}
 	}()
-	if !cn.cache.WaitForCacheSync(syncCtx) {
+	synced := make(chan bool, 1)
+	go func() { synced <- cn.cache.WaitForCacheSync(syncCtx) }()
+	ok := false
+	for waiting := 2; waiting > 0; waiting-- {
+		select {
+		case probeErr = <-probed:
+			if probeErr != nil {
+				cancelSync()
+			}
+		case ok = <-synced:
+		}
+	}
+	if probeErr != nil && !errors.Is(probeErr, context.Canceled) {
+		return fail(fmt.Errorf("probing %s: %w", cn.server, probeErr))
+	}
+	if !ok {
 		if ctx.Err() != nil {
 			return fail(ctx.Err())
 		}
