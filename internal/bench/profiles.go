@@ -41,8 +41,7 @@ var cpuRules = []rule{
 
 // heapRules name a live allocation by what holds it, checked from the allocating frame up.
 var heapRules = []rule{
-	{"pkg/remote.compactAll", "spoke records"},
-	{"pkg/remote.(*slab)", "spoke records"},
+	{"pkg/remote.compact", "spoke records"},
 	{"unique.Make", "spoke records (interned labels)"},
 	{"crypto/tls", "TLS connections"},
 	{"crypto/x509", "TLS certificates (kubeconfigs' CAs)"},

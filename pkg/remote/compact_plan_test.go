@@ -55,21 +55,16 @@ func TestCompactPlansAsFullObjects(t *testing.T) {
 	}
 }
 
-// throughRecords returns the objects as the spoke cache serves them, compacted as one
-// list (into one slab).
+// throughRecords returns the objects as the spoke cache serves them.
 func throughRecords[T any](t *testing.T, in []T) []T {
 	t.Helper()
-	objs := make([]any, len(in))
-	for i := range in {
-		objs[i] = any(&in[i])
-	}
-	recs, err := compactAll(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := make([]T, len(in))
-	for i, r := range recs {
-		out[i] = *(expand(r, objs[i]).(*T))
+	for i := range in {
+		r, err := compact(any(&in[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = *(expand(r, any(&in[i])).(*T))
 	}
 	return out
 }
@@ -99,12 +94,12 @@ func machinesThroughRecords(t *testing.T, in []machinev1beta1.Machine) []machine
 	if err != nil || rv != "7" || len(items) != len(in) {
 		t.Fatalf("decodeMachineList = %d items, rv %q, %v", len(items), rv, err)
 	}
-	recs, err := compactAll(items)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := make([]machinev1beta1.Machine, len(in))
-	for i, r := range recs {
+	for i := range items {
+		r, err := compact(items[i])
+		if err != nil {
+			t.Fatal(err)
+		}
 		out[i] = r.asMachine()
 	}
 	return out

@@ -288,12 +288,12 @@ func (s *kindStore) Delete(obj any) error {
 // Replace swaps in a fresh list. The first one marks the kind synced (the connect is
 // notified by the Manager); a later one (a re-list) notifies if anything differs.
 func (s *kindStore) Replace(list []any, _ string) error {
-	recs, err := compactAll(list)
-	if err != nil {
-		return err
-	}
-	items := make(map[string]*record, len(recs))
-	for _, r := range recs {
+	items := make(map[string]*record, len(list))
+	for _, obj := range list {
+		r, err := compact(obj)
+		if err != nil {
+			return err
+		}
 		items[r.name] = r
 	}
 	s.mu.Lock()
