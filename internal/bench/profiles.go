@@ -27,6 +27,7 @@ var cpuRules = []rule{
 	{"runtime.bgscavenge", "returning memory to the OS"},
 	{"remote.(*kindLoop)", "spoke watches (decoding events, records)"},
 	{"remote.(*Manager).monitor", "spoke connection monitors"},
+	{"http2.(*ClientConn).Ping", "HTTP/2 health-check pings"},
 	{"http2.(*ClientConn).readLoop", "HTTP/2 connection readers (frames, pings)"},
 	{"http2.(*clientStream).doRequest", "HTTP/2 request writers"},
 	{"pkg/fleet.", "reconciles"},
@@ -42,6 +43,7 @@ var cpuRules = []rule{
 // heapRules name a live allocation by what holds it, checked from the allocating frame up.
 var heapRules = []rule{
 	{"pkg/remote.compact", "spoke records"},
+	{"pkg/remote.(*kindStore)", "spoke records"},
 	{"unique.Make", "spoke records (interned labels)"},
 	{"crypto/tls", "TLS connections"},
 	{"crypto/x509", "TLS certificates (kubeconfigs' CAs)"},
@@ -57,6 +59,10 @@ var heapRules = []rule{
 	{"client-go/transport", "spoke clients (REST clients, rate limiters)"},
 	{"controller-runtime/pkg/cache", "hub caches"},
 	{"client-go/tools/cache", "hub caches"},
+	{"pkg/fleet.", "reconciler state"},
+	{"controller-runtime/pkg/internal/controller", "reconciler state"},
+	{"runtime.systemstack", "goroutines (the runtime's records of them)"},
+	{"runtime.malg", "goroutines (the runtime's records of them)"},
 	{"prometheus", "metrics"},
 	{"go.uber.org/zap", "logging"},
 }

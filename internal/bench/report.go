@@ -487,7 +487,11 @@ func (r *Report) Markdown() string {
 		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / stacks / freed, not returned / RSS | %.0f / %.0f / %.0f / %.0f / %.0f MiB (%d goroutines) |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core |\n\n",
 			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.StackInuseMiB, s.Memory.UnreturnedMiB, s.Memory.RSSMiB, s.Memory.Goroutines, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent)
 		if len(s.SteadyCPU) > 0 {
-			p("Where the in-sync CPU goes (a CPU profile of the same %.0f s, `controller-steady-cpu.pprof` beside the report; %% of one core, by the work each sample's goroutine does): %s.\n\n", s.SteadyS, shares(s.SteadyCPU, "%.2f%%", 0.05))
+			total := 0.0
+			for _, c := range s.SteadyCPU {
+				total += c.Value
+			}
+			p("Where the in-sync CPU goes (a CPU profile of the same %.0f s, `controller-steady-cpu.pprof` beside the report, whose samples add up to %.1f%%; %% of one core, by the work each sample's goroutine does): %s.\n\n", s.SteadyS, total, shares(s.SteadyCPU, "%.2f%%", 0.05))
 		}
 		if len(s.Heap) > 0 {
 			p("Where the live heap goes at %d clusters (`controller-sim-heap.pprof`, Go's sampled heap profile, by what holds each allocation): %s.\n\n", s.Clusters, shares(s.Heap, "%.0f MiB", 4))
