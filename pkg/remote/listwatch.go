@@ -104,19 +104,18 @@ func (l *kindLoop) relist(ctx context.Context, rv string) (string, error) {
 	return listRV, nil
 }
 
-// listItems lists with do into a new list from newList, and returns its items and
-// resourceVersion.
-func listItems(newList func() runtime.Object, do func(ctx context.Context, o metav1.ListOptions, into runtime.Object) error) func(context.Context, metav1.ListOptions) ([]any, string, error) {
+// listItems adapts a list call to kindLoop.list: the list's items and resourceVersion.
+func listItems(list func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)) func(context.Context, metav1.ListOptions) ([]any, string, error) {
 	return func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
-		list := newList()
-		if err := do(ctx, o, list); err != nil {
+		l, err := list(ctx, o)
+		if err != nil {
 			return nil, "", err
 		}
 		var items []any
-		if err := meta.EachListItem(list, func(o runtime.Object) error { items = append(items, o); return nil }); err != nil {
+		if err := meta.EachListItem(l, func(o runtime.Object) error { items = append(items, o); return nil }); err != nil {
 			return nil, "", err
 		}
-		la, err := meta.ListAccessor(list)
+		la, err := meta.ListAccessor(l)
 		if err != nil {
 			return nil, "", err
 		}

@@ -139,16 +139,15 @@ func TestKindLoop(t *testing.T) {
 			}
 			st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
 			l := &kindLoop{store: st, clock: clk,
-				list: listItems(func() runtime.Object { return &corev1.NodeList{} }, func(_ context.Context, o metav1.ListOptions, into runtime.Object) error {
+				list: listItems(func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					a := next("list@" + o.ResourceVersion)
 					if a.err != nil {
-						return a.err
+						return nil, a.err
 					}
 					if a.list == nil {
 						t.Fatalf("a list was answered with %+v", a)
 					}
-					*into.(*corev1.NodeList) = *a.list
-					return nil
+					return a.list, nil
 				}),
 				watch: func(_ context.Context, o metav1.ListOptions) (eventDecoder, error) {
 					if !o.AllowWatchBookmarks || o.TimeoutSeconds == nil || *o.TimeoutSeconds < int64(watchTimeoutMin.Seconds()) {

@@ -55,7 +55,6 @@ type kindSpec struct {
 	resource  string
 	namespace string
 	selector  string
-	list      func() runtime.Object // a new list (not for Machines: see machineJSON)
 	// accept is the Accept header of the kind's watches.
 	accept string
 	// metadataOnly lists and watches the kind's metadata only (PartialObjectMetadata, in
@@ -69,12 +68,11 @@ type kindSpec struct {
 // providerSpec, which costs JSON decoding on every list and event and a buffer the size of
 // the largest one per watch.
 var spokeKinds = []kindSpec{
-	{gvk: gvkNode, resource: "nodes", list: func() runtime.Object { return &corev1.NodeList{} },
-		accept: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON},
+	{gvk: gvkNode, resource: "nodes", accept: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON},
 	{gvk: gvkMachine, resource: "machines", namespace: MachineAPINamespace, selector: machineSelector,
 		accept: runtime.ContentTypeJSON}, // decoded as machineJSON
 	{gvk: gvkMachineSet, resource: "machinesets", namespace: MachineAPINamespace, selector: machineSetSelector,
-		list: func() runtime.Object { return &metav1.PartialObjectMetadataList{} }, metadataOnly: true, accept: partialObjectMetadataAccept},
+		metadataOnly: true, accept: partialObjectMetadataAccept},
 }
 
 // partialObjectMetadataAccept asks for PartialObjectMetadata, as client-go's metadata client does.
@@ -106,13 +104,9 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 		switch {
 		case k.metadataOnly:
 			r := mc.Resource(k.gvk.GroupVersion().WithResource(k.resource)).Namespace(k.namespace)
-			loop.list = listItems(k.list, func(ctx context.Context, o metav1.ListOptions, into runtime.Object) error {
+			loop.list = listItems(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				o.LabelSelector = k.selector
-				l, err := r.List(ctx, o)
-				if err == nil {
-					*into.(*metav1.PartialObjectMetadataList) = *l
-				}
-				return err
+				return r.List(ctx, o)
 			})
 			neg = runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion)
 		case k.gvk == gvkMachine:
@@ -124,10 +118,13 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 				return decodeMachineList(body)
 			}
 			events = func(body io.ReadCloser) eventDecoder { return newMachineEvents(body) }
-		default:
-			loop.list = listItems(k.list, func(ctx context.Context, o metav1.ListOptions, into runtime.Object) error {
-				return request(&o).Do(ctx).Into(into)
+		case k.gvk == gvkNode:
+			loop.list = listItems(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				list := &corev1.NodeList{}
+				return list, request(&o).Do(ctx).Into(list)
 			})
+		default:
+			return nil, fmt.Errorf("no list for %s", k.gvk)
 		}
 		loop.watch = streamWatch(hc, cfg.RateLimiter, neg, k.accept, request, events)
 		sc.stores = append(sc.stores, st)
