@@ -670,10 +670,13 @@ func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *p
 	go func() {
 		probeCtx, cancelProbe := context.WithTimeout(syncCtx, c.opts.RequestTimeout)
 		defer cancelProbe()
-		probed <- cn.probe(probeCtx)
+		err := cn.probe(probeCtx)
+		if err != nil {
+			cancelSync() // the spoke does not answer: stop waiting for its lists
+		}
+		probed <- err
 	}()
-	// Abort the sync as soon as the probe fails or the spoke rejects our credentials.
-	var probeErr error
+	// Abort the sync as soon as the spoke rejects our credentials.
 	go func() {
 		select {
 		case <-cn.authFailed:
@@ -681,18 +684,8 @@ func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *p
 		case <-syncCtx.Done():
 		}
 	}()
-	synced := make(chan bool, 1)
-	go func() { synced <- cn.cache.WaitForCacheSync(syncCtx) }()
-	ok := false
-	for waiting := 2; waiting > 0; waiting-- {
-		select {
-		case probeErr = <-probed:
-			if probeErr != nil {
-				cancelSync()
-			}
-		case ok = <-synced:
-		}
-	}
+	ok := cn.cache.WaitForCacheSync(syncCtx)
+	probeErr := <-probed
 	if probeErr != nil && !errors.Is(probeErr, context.Canceled) {
 		return fail(fmt.Errorf("probing %s: %w", cn.server, probeErr))
 	}
