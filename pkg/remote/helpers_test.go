@@ -13,6 +13,7 @@ import (
 	"io"
 	"log"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -43,6 +44,7 @@ type fakeSpoke struct {
 	versionInFlight, versionMaxSeen atomic.Int64
 	mu                              sync.Mutex
 	paths                           map[string]int // method + path -> count
+	conns                           atomic.Int64   // TCP connections accepted
 }
 
 func newFakeSpoke(t *testing.T, token string) *fakeSpoke {
@@ -51,6 +53,11 @@ func newFakeSpoke(t *testing.T, token string) *fakeSpoke {
 	f.token.Store(token)
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	f.srv.EnableHTTP2 = true
+	f.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
 	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // clients we make fail TLS on purpose
 	f.srv.StartTLS()
 	t.Cleanup(func() {

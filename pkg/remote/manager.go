@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http/httptrace"
 	"sync"
 	"time"
 
@@ -660,22 +661,37 @@ func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *p
 		cn.close()
 		return nil, p, err
 	}
-	// The probe and the first lists go out together: a spoke that answers is synced a round
-	// trip sooner, and one that does not fails the probe within RequestTimeout, well before
-	// ConnectTimeout (the lists would only retry).
-	cn.startCache(ctx)
+	// The probe goes first and the lists follow as soon as it has a connection, not an answer:
+	// they share its HTTP/2 connection (requests started together would each dial and
+	// handshake, and all but one connection would be dropped), and a spoke that answers is
+	// synced without waiting a round trip for the probe. One that does not fails the probe
+	// within RequestTimeout, well before ConnectTimeout (the lists would only retry).
 	syncCtx, cancelSync := context.WithCancel(connectCtx)
 	defer cancelSync()
 	probed := make(chan error, 1)
+	gotConn := make(chan struct{})
 	go func() {
 		probeCtx, cancelProbe := context.WithTimeout(syncCtx, c.opts.RequestTimeout)
 		defer cancelProbe()
+		var once sync.Once
+		probeCtx = httptrace.WithClientTrace(probeCtx, &httptrace.ClientTrace{
+			GotConn: func(httptrace.GotConnInfo) { once.Do(func() { close(gotConn) }) },
+		})
 		err := cn.probe(probeCtx)
 		if err != nil {
 			cancelSync() // the spoke does not answer: stop waiting for its lists
 		}
 		probed <- err
 	}()
+	select {
+	case <-gotConn:
+		cn.startCache(ctx)
+	case err := <-probed:
+		probed <- err // read again below
+		if err == nil {
+			cn.startCache(ctx)
+		}
+	}
 	// Abort the sync as soon as the spoke rejects our credentials.
 	go func() {
 		select {

@@ -95,6 +95,12 @@ func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	if n := spokeSrv.count("GET /api") + spokeSrv.count("GET /apis"); n != 0 {
 		t.Errorf("%d discovery requests", n)
 	}
+	// The probe, the three lists and watches, and the live requests share one HTTP/2
+	// connection: one TCP connection and one TLS handshake (requests started together before
+	// a connection exists would each dial one).
+	if n := spokeSrv.conns.Load(); n != 1 {
+		t.Errorf("%d connections to the spoke, want 1", n)
+	}
 	if got := gaugeValue(t, reg, MetricsPrefix+"connected", map[string]string{"cluster": testCluster.String()}); got != 1 {
 		t.Errorf("connected gauge = %v, want 1", got)
 	}
