@@ -35,6 +35,7 @@ func TestBenchPipeline(t *testing.T) {
 	// The simulation clears and shares the 4 healthy ones.
 	cfg.MaxRealSpokes, cfg.MaxRealNodes = 5, 2
 	cfg.SimClusters, cfg.SimRealSpokes, cfg.SimTimeout, cfg.SimSteady = 20, 0, 3*time.Minute, 3*time.Second
+	cfg.SimLargeRealSpokes = 2
 	// A faster HTTP/2 health check than client-go's 30 s + 15 s, so that the
 	// dead-spoke step takes seconds (the report prints it as an override).
 	cfg.ControllerEnv = []string{"HTTP2_READ_IDLE_TIMEOUT_SECONDS=5", "HTTP2_PING_TIMEOUT_SECONDS=5"}
@@ -119,6 +120,11 @@ func TestBenchPipeline(t *testing.T) {
 	if s := rep.Sim; s.Skipped != "" || s.InSync != 20 || s.Memory.RSSMiB <= 0 || s.NodesLabelled != 20 || !s.Extrapolated || s.RealSpokes != 4 ||
 		s.CacheNodes != 5 || s.CacheMachines != 5 || s.CacheMachineSets != 5 { // 20 clusters over 4 spokes: 5 on the first, nothing else left
 		t.Errorf("sim: %+v", s)
+	}
+	// The same 20 clusters moved onto 2 of those spokes: 10 Nodes in each cache.
+	if s := rep.SimLarge; s.Skipped != "" || s.InSync != 20 || s.RealSpokes != 2 || s.CacheNodes != 10 || s.NodesLabelled != 20 ||
+		s.PeakRSSMiB <= 0 || s.Memory.RSSMiB <= 0 {
+		t.Errorf("sim with larger caches: %+v", s)
 	}
 	// spokes: 1, 3 (main); nodes: 2, 4.
 	if len(rep.Growth) != 4 {

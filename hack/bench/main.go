@@ -90,6 +90,7 @@ func run() error {
 	flag.IntVar(&cfg.SimClusters, "sim-clusters", cfg.SimClusters, "simulated ClusterDeployments (0 skips)")
 	flag.IntVar(&cfg.SimRealSpokes, "sim-real-spokes", cfg.SimRealSpokes, "real spokes the simulated clusters share")
 	flag.IntVar(&cfg.SimNodes, "sim-nodes", cfg.SimNodes, "Machines and Nodes per simulated cluster")
+	flag.IntVar(&cfg.SimLargeRealSpokes, "sim-large-real-spokes", cfg.SimLargeRealSpokes, "after the restarts, move the simulated clusters onto this many real spokes (larger caches: sim-clusters/N Nodes each) and check they all sync under the Deployment's memory limit (0 skips)")
 	flag.Float64Var(&cfg.SimRSSCapMiB, "sim-rss-cap", cfg.SimRSSCapMiB, "stop the simulation when the controller's RSS passes this many MiB (0: no cap)")
 	flag.DurationVar(&cfg.SimTimeout, "sim-timeout", cfg.SimTimeout, "how long to wait for every simulated cluster to be InSync")
 	flag.DurationVar(&cfg.RestartTimeout, "restart-timeout", cfg.RestartTimeout, "how long to wait for every simulated cluster to be InSync after a restart or a failover (reported as it stood then)")

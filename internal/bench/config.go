@@ -51,6 +51,11 @@ type Config struct {
 	// them), SimNodes Machines and Nodes each (0 skips the step).
 	SimClusters, SimRealSpokes, SimNodes int
 	SimTimeout                           time.Duration
+	// SimLargeRealSpokes, after the simulation's restarts, moves the simulated clusters onto
+	// this many of its real spokes, so that each cache holds SimClusters/SimLargeRealSpokes
+	// Nodes and Machines, and checks that every cluster syncs under the Deployment's memory
+	// limit (0 skips it).
+	SimLargeRealSpokes int
 	// RestartTimeout bounds the wait for every simulated cluster to be
 	// InSync after a restart and after a failover (their goal is a minute);
 	// a case that times out is reported as it stood.
@@ -107,7 +112,8 @@ func DefaultConfig() Config {
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100, 250}, GrowthNodesSpokes: 10,
 		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, RestartTimeout: 3 * time.Minute, SimSteady: 30 * time.Second, SimRSSCapMiB: 6144,
-		MaxRealSpokes: 50, MaxRealNodes: 3,
+		SimLargeRealSpokes: 20,
+		MaxRealSpokes:      50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,
 		IdleResync:      3 * time.Minute,
 		ConvergeTimeout: 5 * time.Minute,

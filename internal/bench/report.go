@@ -289,6 +289,21 @@ type Report struct {
 		Heap    []Share `json:"heapMiB"`
 		Skipped string  `json:"skipped,omitempty"`
 	} `json:"sim"`
+	// SimLarge is the simulated fleet again, on fewer real spokes, so each cache is larger.
+	SimLarge struct {
+		Clusters   int     `json:"clusters"`
+		RealSpokes int     `json:"realSpokes"`
+		CacheNodes int     `json:"nodesInEachCache"`
+		SetupS     float64 `json:"setupS"`
+		InSync     int     `json:"inSync"`
+		AllInSyncS float64 `json:"allInSyncS"`
+		// PeakRSSMiB is the largest RSS seen while the clusters synced (sampled once a second).
+		PeakRSSMiB float64 `json:"peakRSSMiB"`
+		Memory     Memory  `json:"memory"`
+		// NodesLabelled counts the Nodes holding their pool's label at the end.
+		NodesLabelled int    `json:"nodesLabelled"`
+		Skipped       string `json:"skipped,omitempty"`
+	} `json:"simLarge"`
 	Restart struct {
 		Clusters int `json:"clusters"`
 		// Others are the other (paused) ClusterDeployments on the hub.
@@ -372,6 +387,18 @@ func (r *Report) Judge() {
 		}
 		if s.InSync < s.Clusters {
 			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; only %d of %d InSync", s.InSync, s.Clusters), "; ")
+		}
+		add(g)
+	}
+	if sl := r.SimLarge; sl.Skipped != "" {
+		add(Goal{Figure: "Hub memory at 2,000 clusters with larger caches", Goal: "all InSync under the Deployment's limit", Skipped: true, Note: sl.Skipped})
+	} else {
+		g := Goal{Figure: fmt.Sprintf("Hub memory at 2,000 clusters with larger caches (simulated: %d CDs on %d real spokes, %d Nodes in each cache)", sl.Clusters, sl.RealSpokes, sl.CacheNodes),
+			Goal:     fmt.Sprintf("all InSync, RSS below the Deployment's limit (%d MiB) throughout", deploymentLimitMiB),
+			Measured: fmt.Sprintf("%d/%d InSync after %.0f s; peak RSS %.0f MiB (at the end %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live)", sl.InSync, sl.Clusters, sl.AllInSyncS, sl.PeakRSSMiB, sl.Memory.RSSMiB, sl.Memory.HeapInuseMiB, sl.Memory.HeapAllocMiB),
+			Pass:     sl.InSync == sl.Clusters && sl.PeakRSSMiB > 0 && sl.PeakRSSMiB < deploymentLimitMiB}
+		if r.Config.GOMEMLIMIT != "" {
+			g.Note = fmt.Sprintf("run as config/hub runs it, GOMEMLIMIT %s bytes; RSS sampled once a second", r.Config.GOMEMLIMIT)
 		}
 		add(g)
 	}
@@ -496,6 +523,10 @@ func (r *Report) Markdown() string {
 		if len(s.Heap) > 0 {
 			p("Where the live heap goes at %d clusters (`controller-sim-heap.pprof`, Go's sampled heap profile, by what holds each allocation): %s.\n\n", s.Clusters, shares(s.Heap, "%.0f MiB", 4))
 		}
+	}
+	if sl := r.SimLarge; sl.Skipped == "" {
+		p("Larger caches: after the restarts, the same %d simulated clusters are moved onto %d of those real spokes (their kubeconfig Secrets re-pointed, their Machines, MachineSets and Nodes made again there, unlabelled), so that each cache holds %d Nodes, Machines and MachineSets, and a controller is started as config/hub runs it (set-up %.0f s). %d of %d clusters InSync after %.0f s; the controller's RSS, sampled once a second meanwhile, peaked at **%.0f MiB**; at the end %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live, %.0f MiB stacks (%d goroutines); %d Nodes hold their pool's label.\n\n",
+			sl.Clusters, sl.RealSpokes, sl.CacheNodes, sl.SetupS, sl.InSync, sl.Clusters, sl.AllInSyncS, sl.PeakRSSMiB, sl.Memory.RSSMiB, sl.Memory.HeapInuseMiB, sl.Memory.HeapAllocMiB, sl.Memory.StackInuseMiB, sl.Memory.Goroutines, sl.NodesLabelled)
 	}
 	iso := r.Isolation
 	p("\n## 5. Isolation\n\n")

@@ -10,6 +10,7 @@ import (
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -194,16 +195,7 @@ func (b *bench) sim(ctx context.Context) {
 		s.Extrapolated = true
 		s.RSSAt2000MiB = m0.RSSMiB + s.RSSPerCD*2000
 	}
-	for _, sp := range real {
-		list := &corev1.NodeList{}
-		if err := sp.Admin.List(ctx, list, client.HasLabels{simKey}); err == nil {
-			for _, nd := range list.Items {
-				if nd.Labels[simKey] != "" {
-					s.NodesLabelled++
-				}
-			}
-		}
-	}
+	s.NodesLabelled = simNodesLabelled(ctx, real)
 	b.logf("sim: %d/%d InSync in %.0f s; heap %.0f MiB, RSS %.0f MiB; %d Nodes labelled", got, n, s.AllInSyncS, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.NodesLabelled)
 	if rs.Skipped == "" {
 		if err := b.restarts(ctx, proc, n); err != nil {
@@ -211,6 +203,73 @@ func (b *bench) sim(ctx context.Context) {
 			b.rep.note("restart step failed: %v", err)
 		}
 	}
+	proc.stop()
+	b.simLarge(ctx, real, kcs, n)
+}
+
+// simLarge moves the n simulated clusters onto the first SimLargeRealSpokes of real, so that
+// each cache holds n/SimLargeRealSpokes Nodes and Machines, starts the controller as shipped
+// and waits for every cluster to be InSync, watching its RSS against the Deployment's limit.
+func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[string][]byte, n int) {
+	s := &b.rep.SimLarge
+	k := b.cfg.SimLargeRealSpokes
+	switch {
+	case k <= 0:
+		s.Skipped = "-sim-large-real-spokes 0"
+		return
+	case k >= len(real):
+		s.Skipped = fmt.Sprintf("-sim-large-real-spokes %d is not fewer than the simulation's %d real spokes", k, len(real))
+		return
+	}
+	spokes := real[:k]
+	s.Clusters, s.RealSpokes = n, k
+	b.logf("sim-large: moving %d simulated clusters onto %d real spokes", n, k)
+	start := time.Now()
+	if err := clearSpokes(ctx, real); err != nil {
+		s.Skipped = "failed: " + err.Error()
+		return
+	}
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error { return b.simMove(ctx, spokes[i%k], kcs, i) })
+	}
+	if err := g.Wait(); err != nil {
+		s.Skipped = "set-up failed: " + err.Error()
+		return
+	}
+	s.SetupS = time.Since(start).Seconds()
+	nodes := &corev1.NodeList{}
+	_ = spokes[0].Admin.List(ctx, nodes)
+	s.CacheNodes = len(nodes.Items)
+	b.logf("sim-large: set up in %s; each cache holds %d Nodes", time.Since(start).Round(time.Second), s.CacheNodes)
+
+	proc, err := b.startController(ctx, "sim-large")
+	if err != nil {
+		s.Skipped = "failed: " + err.Error()
+		return
+	}
+	defer proc.stop()
+	lastLog := time.Now()
+	got, inSyncAt, err := b.waitStateAt(ctx, proc, fleet.StateInSync, n, b.cfg.SimTimeout, func(k int) {
+		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil {
+			s.PeakRSSMiB = max(s.PeakRSSMiB, mib(rss))
+		}
+		if time.Since(lastLog) > 15*time.Second {
+			b.logf("sim-large: %d of %d InSync after %s, RSS peak %.0f MiB", k, n, time.Since(proc.started).Round(time.Second), s.PeakRSSMiB)
+			lastLog = time.Now()
+		}
+	})
+	s.InSync, s.AllInSyncS = got, inSyncAt.Sub(proc.started).Seconds()
+	if err != nil {
+		b.rep.note("simulation with larger caches: %d of %d clusters InSync when it stopped waiting: %v", got, n, err)
+	}
+	if s.Memory, err = proc.memory(); err != nil {
+		b.rep.note("simulation with larger caches, memory: %v", err)
+	}
+	s.PeakRSSMiB = max(s.PeakRSSMiB, s.Memory.RSSMiB)
+	s.NodesLabelled = simNodesLabelled(ctx, spokes)
+	b.logf("sim-large: %d/%d InSync in %.0f s; RSS peak %.0f MiB, at the end %.0f MiB (heap %.0f MiB); %d Nodes labelled", got, n, s.AllInSyncS, s.PeakRSSMiB, s.Memory.RSSMiB, s.Memory.HeapInuseMiB, s.NodesLabelled)
 }
 
 // settleQuiet is how long a controller must send the hub nothing but
@@ -340,6 +399,22 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	return nil
 }
 
+// simNodesLabelled counts the Nodes on spokes that hold their simulated pool's label.
+func simNodesLabelled(ctx context.Context, spokes []*localfleet.Spoke) int {
+	n := 0
+	for _, sp := range spokes {
+		list := &corev1.NodeList{}
+		if err := sp.Admin.List(ctx, list, client.HasLabels{simKey}); err == nil {
+			for _, nd := range list.Items {
+				if nd.Labels[simKey] != "" {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
 // simSpokes picks the real spokes the simulated clusters share: SimRealSpokes of them (0:
 // all), never one behind a proxy.
 func (b *bench) simSpokes() []*localfleet.Spoke {
@@ -397,15 +472,38 @@ func (b *bench) simCluster(ctx context.Context, sp *localfleet.Spoke, kc []byte,
 	if err := localfleet.SetCondition(ctx, hubc, cd, hivev1.UnreachableCondition, corev1.ConditionFalse, "ClusterReachable", "cluster is reachable"); err != nil {
 		return err
 	}
-	poolName := fmt.Sprintf("p%04d", i)
-	mp := localfleet.NewMachinePool(name, name, poolName).WithReplicas(max(b.cfg.SimNodes, 1)).
-		WithLabels(map[string]string{simKey: name}).Build()
-	if err := hubc.Create(ctx, mp); err != nil {
+	if err := hubc.Create(ctx, b.simPool(i)); err != nil {
 		return err
 	}
-	tmpl := mp.DeepCopy()
+	return b.simSpokeObjects(ctx, sp, i)
+}
+
+func (b *bench) simPool(i int) *hivev1.MachinePool {
+	name := simName(i)
+	return localfleet.NewMachinePool(name, name, fmt.Sprintf("p%04d", i)).WithReplicas(max(b.cfg.SimNodes, 1)).
+		WithLabels(map[string]string{simKey: name}).Build()
+}
+
+// simMove points simulated cluster i's kubeconfig Secret at sp and makes its objects there.
+func (b *bench) simMove(ctx context.Context, sp *localfleet.Spoke, kcs map[string][]byte, i int) error {
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: simName(i), Name: simName(i) + "-admin-kubeconfig"}
+	if err := b.f.Hub.Client.Get(ctx, key, secret); err != nil {
+		return err
+	}
+	secret.Data[localfleet.KubeconfigKey] = kcs[sp.Name]
+	if err := b.f.Hub.Client.Update(ctx, secret); err != nil {
+		return err
+	}
+	return b.simSpokeObjects(ctx, sp, i)
+}
+
+// simSpokeObjects makes simulated cluster i's MachineSet, Machines and Nodes on sp.
+func (b *bench) simSpokeObjects(ctx context.Context, sp *localfleet.Spoke, i int) error {
+	name := simName(i)
+	tmpl := b.simPool(i)
 	tmpl.Spec.Labels = nil // the template lacks the pool label: real work for the controller
-	ms := localfleet.MachineSetFor(infra, tmpl, localfleet.Zone)
+	ms := localfleet.MachineSetFor(name+"-inf", tmpl, localfleet.Zone)
 	if err := sp.Admin.Create(ctx, ms); err != nil {
 		return err
 	}
