@@ -52,8 +52,8 @@ type Config struct {
 	SimClusters, SimRealSpokes, SimNodes int
 	SimTimeout                           time.Duration
 	// SimLargeRealSpokes, after the simulation's restarts, moves the simulated clusters onto
-	// this many of its real spokes, so that each cache holds SimClusters/SimLargeRealSpokes
-	// Nodes and Machines, and checks that every cluster syncs under the Deployment's memory
+	// this many of its real spokes, so that each cache holds the Nodes and Machines of
+	// SimClusters/SimLargeRealSpokes clusters, and checks that every cluster syncs under the Deployment's memory
 	// limit (0 skips it).
 	SimLargeRealSpokes int
 	// RestartTimeout bounds the wait for every simulated cluster to be

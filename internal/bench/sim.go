@@ -32,6 +32,7 @@ const simKey = "bench.example.com/sim"
 func (b *bench) sim(ctx context.Context) {
 	s := &b.rep.Sim
 	n := b.cfg.SimClusters
+	b.rep.SimLarge.Skipped = "the simulation did not finish" // until simLarge runs
 	if n <= 0 {
 		s.Skipped = "-sim-clusters 0"
 		return
@@ -212,6 +213,7 @@ func (b *bench) sim(ctx context.Context) {
 // and waits for every cluster to be InSync, watching its RSS against the Deployment's limit.
 func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[string][]byte, n int) {
 	s := &b.rep.SimLarge
+	s.Skipped = ""
 	k := b.cfg.SimLargeRealSpokes
 	switch {
 	case k <= 0:
@@ -251,9 +253,15 @@ func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[
 	}
 	defer proc.stop()
 	lastLog := time.Now()
-	got, inSyncAt, err := b.waitStateAt(ctx, proc, fleet.StateInSync, n, b.cfg.SimTimeout, func(k int) {
+	wctx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	got, inSyncAt, err := b.waitStateAt(wctx, proc, fleet.StateInSync, n, b.cfg.SimTimeout, func(k int) {
 		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil {
 			s.PeakRSSMiB = max(s.PeakRSSMiB, mib(rss))
+		}
+		if b.cfg.SimRSSCapMiB > 0 && s.PeakRSSMiB > b.cfg.SimRSSCapMiB {
+			b.logf("sim-large: controller RSS passed the cap of %.0f MiB with %d InSync: stopping", b.cfg.SimRSSCapMiB, k)
+			stopWait()
 		}
 		if time.Since(lastLog) > 15*time.Second {
 			b.logf("sim-large: %d of %d InSync after %s, RSS peak %.0f MiB", k, n, time.Since(proc.started).Round(time.Second), s.PeakRSSMiB)
