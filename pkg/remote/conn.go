@@ -82,7 +82,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	if err != nil {
 		return nil, newConnError(ReasonSecretInvalid, err, "building client for %s", cn.server)
 	}
-	cc, err := newSpokeCache(cfg, cacheHTTP, c.codecs, c.log.WithValues("cluster", cluster.String()), func() {
+	cc, err := newSpokeCache(cfg, cacheHTTP, c.codecs, c.log, cluster.String(), func() {
 		if cn.spoke.check() == nil {
 			c.notifyKey(cluster)
 		}

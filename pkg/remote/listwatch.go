@@ -37,8 +37,9 @@ const watchTimeoutMin = 5 * time.Minute
 // needs, and a stream reader handing events over a channel). Failures back off as the Reflector's
 // do (0.8 s doubling to 30 s, with jitter, reset after 2 minutes without one).
 type kindLoop struct {
-	store *kindStore
-	log   logr.Logger
+	store   *kindStore
+	log     logr.Logger
+	cluster string // logged with the kind at each call
 	// list returns the kind's objects and the list's resourceVersion.
 	list  func(ctx context.Context, o metav1.ListOptions) ([]any, string, error)
 	watch func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error)
@@ -78,11 +79,11 @@ func (l *kindLoop) run(ctx context.Context) {
 			continue
 		}
 		if watching && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)) {
-			l.log.V(4).Info("relisting", "reason", err.Error())
+			l.log.V(4).Info("relisting", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "reason", err.Error())
 			rv = "" // at once: only a list failure backs off
 			continue
 		}
-		l.log.V(2).Info("list or watch failed; retrying", "err", err.Error())
+		l.log.V(2).Info("list or watch failed; retrying", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "err", err.Error())
 		t := l.clock.NewTimer(delay())
 		select {
 		case <-ctx.Done():

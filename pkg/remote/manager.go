@@ -513,7 +513,8 @@ type result struct {
 
 // run is the per-cluster worker: connect, monitor, disconnect, back off, repeat.
 func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
-	log := c.log.WithValues("cluster", e.label)
+	// Fields are passed at each call, not bound with WithValues: a bound zap logger keeps an
+	// encoder and a buffer of its own, about a KiB per logger, for every spoke.
 	bo := c.opts.newBackoff()
 	for {
 		c.mu.Lock()
@@ -544,7 +545,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 		var wait time.Duration
 		if err != nil {
 			reason := classify(err)
-			log.V(1).Info("cannot connect to spoke", "reason", reason, "error", err.Error())
+			c.log.V(1).Info("cannot connect to spoke", "cluster", e.label, "reason", reason, "error", err.Error())
 			c.mu.Lock()
 			if !c.currentLocked(e, w) {
 				c.mu.Unlock()
@@ -582,7 +583,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 			c.opts.Metrics.setConnected(e.label, true)
 			c.notifyLocked(e.cluster)
 			c.mu.Unlock()
-			log.Info("connected to spoke", "server", cn.server)
+			c.log.Info("connected to spoke", "cluster", e.label, "server", cn.server)
 
 			res := c.monitor(ctx, e, w, cn)
 			cn.spoke.close(res.reason, res.message)
@@ -598,7 +599,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 				c.setStatusLocked(e, false, res.reason, res.message)
 				c.opts.Metrics.setConnected(e.label, false)
 				c.notifyLocked(e.cluster)
-				log.Info("disconnected from spoke", "reason", res.reason, "message", res.message)
+				c.log.Info("disconnected from spoke", "cluster", e.label, "reason", res.reason, "message", res.message)
 			}
 			c.mu.Unlock()
 			cn.close()

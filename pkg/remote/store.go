@@ -82,7 +82,8 @@ const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=Part
 // newSpokeCache builds the cache; it does no I/O until Start. notify is called (from the
 // loops' goroutines) after each change that makes a difference to a record, except
 // during the first list.
-func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, notify func()) (*spokeCache, error) {
+// log gets cluster as a field at each call (see Manager.run for why it is not bound).
+func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, cluster string, notify func()) (*spokeCache, error) {
 	sc := &spokeCache{}
 	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
@@ -98,7 +99,7 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 			o.LabelSelector = k.selector
 			return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
 		}
-		loop := &kindLoop{store: st, log: log.WithValues("kind", k.gvk.Kind), clock: clock.RealClock{}}
+		loop := &kindLoop{store: st, log: log, cluster: cluster, clock: clock.RealClock{}}
 		neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), k.gvk.GroupVersion())
 		var events func(io.ReadCloser) eventDecoder
 		switch {
