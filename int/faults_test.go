@@ -355,9 +355,21 @@ func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 			}
 			return nodesHold(ctx, s, "bad", hasLabel("example.com/with-ignored", "yes"))
 		})
-		st, err := badStatus()
-		if err != nil || st.Status.Phase != v1alpha1.PhaseInSync || !strings.Contains(st.Status.Message, "machine.openshift.io/cluster-api-machineset") {
-			t.Errorf("status does not name the ignored key: %v %+v", err, st.Status)
+		// The status is written after the patches the wait above sees: wait for the one of
+		// this generation.
+		var st *v1alpha1.MachinePoolSync
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var err error
+			st, err = badStatus()
+			gen := poolGeneration(ctx, f, s, "bad")
+			if err == nil && st.Status.ObservedGeneration == gen && st.Status.Phase == v1alpha1.PhaseInSync && strings.Contains(st.Status.Message, "machine.openshift.io/cluster-api-machineset") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status of generation %d does not name the ignored key: %v %+v", gen, err, st)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		if !hasEvent(ctx, f.Hub.Client, s.Name, s.Name+"-bad", fleet.EventPoolWarning) {
 			t.Errorf("no %s Event on the MachinePool", fleet.EventPoolWarning)
