@@ -642,8 +642,8 @@ func (c *Manager) sleep(ctx context.Context, e *entry, w *worker, d time.Duratio
 
 // connect makes one attempt: read the Secret unless p (from Ensure, or the last attempt) is
 // given, build, probe the spoke and start the cache once the probe has a connection, and wait
-// for both, all within ConnectTimeout. It returns the prepared config it used (nil if the Secret read failed). On
-// error nothing is left running.
+// for both, all within ConnectTimeout. It returns the prepared config it used (nil if the
+// Secret read failed). On error nothing is left running.
 func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *prepared, error) {
 	connectCtx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
