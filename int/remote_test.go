@@ -171,10 +171,13 @@ func TestBadKubeconfigSecrets(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.revoke {
-				if err := bad.SetSecretData(ctx, tc.data); err != nil {
+				// Revoked before the Secret is restored: restored first, the controller may
+				// connect before the revocation, and the API server then keeps accepting the
+				// token for up to 10 s (its authentication cache), past the pool change below.
+				if err := bad.RevokeCredential(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if err := bad.RevokeCredential(ctx); err != nil {
+				if err := bad.SetSecretData(ctx, tc.data); err != nil {
 					t.Fatal(err)
 				}
 			} else if err := bad.SetSecretData(ctx, tc.data); err != nil {
