@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,7 +250,14 @@ func (p *controllerProc) scrape() (Samples, error) {
 
 // saveProfile writes the process's heap or goroutine profile (pprof format) to path.
 func (p *controllerProc) saveProfile(kind, path string) error {
-	c := http.Client{Timeout: time.Minute}
+	// A CPU profile answers after its window (?seconds=N): allow that on top of a minute.
+	timeout := time.Minute
+	if u, err := url.Parse(kind); err == nil {
+		if n, err := strconv.Atoi(u.Query().Get("seconds")); err == nil {
+			timeout += time.Duration(n) * time.Second
+		}
+	}
+	c := http.Client{Timeout: timeout}
 	resp, err := c.Get(strings.TrimSuffix(p.memstats, "/memstats") + "/debug/pprof/" + kind)
 	if err != nil {
 		return err
