@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"sync"
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -66,32 +65,17 @@ func (b *bench) sim(ctx context.Context) {
 		}
 	}
 	start := time.Now()
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var ferr error
+	var g errgroup.Group
+	g.SetLimit(16)
 	for i := range n {
 		sp := real[i%len(real)]
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := b.simCluster(ctx, sp, kcs[sp.Name], i); err != nil {
-				mu.Lock()
-				if ferr == nil {
-					ferr = err
-				}
-				mu.Unlock()
-			}
-		}()
+		g.Go(func() error { return b.simCluster(ctx, sp, kcs[sp.Name], i) })
 		if i > 0 && i%500 == 0 {
 			b.logf("sim: %d registered", i)
 		}
 	}
-	wg.Wait()
-	if ferr != nil {
-		s.Skipped = "set-up failed: " + ferr.Error()
+	if err := g.Wait(); err != nil {
+		s.Skipped = "set-up failed: " + err.Error()
 		return
 	}
 	s.SetupS = time.Since(start).Seconds()
