@@ -7,14 +7,16 @@ import (
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
-	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
 // spokeClientFromHub builds a client for a spoke the way the controller
@@ -39,7 +41,7 @@ func spokeClientFromHub(t *testing.T, ctx context.Context, f *localfleet.Fleet, 
 	}
 	// The controller's static mapper: no discovery requests, so the spokes'
 	// audit logs stay within the hub's allow-list.
-	c, err := client.New(cfg, client.Options{Scheme: localfleet.Scheme(), Mapper: remote.NewRESTMapper()})
+	c, err := client.New(cfg, client.Options{Scheme: localfleet.Scheme(), Mapper: staticMapper()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,4 +190,25 @@ func hasCondition(cd *hivev1.ClusterDeployment, t hivev1.ClusterDeploymentCondit
 		}
 	}
 	return false
+}
+
+// staticMapper maps the only three kinds the controller uses on a spoke, so the test's client
+// makes no discovery request.
+func staticMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, machinev1beta1.GroupVersion})
+	for _, k := range []struct {
+		gvk              schema.GroupVersionKind
+		plural, singular string
+		scope            meta.RESTScope
+	}{
+		{corev1.SchemeGroupVersion.WithKind("Node"), "nodes", "node", meta.RESTScopeRoot},
+		{machinev1beta1.GroupVersion.WithKind("Machine"), "machines", "machine", meta.RESTScopeNamespace},
+		{machinev1beta1.GroupVersion.WithKind("MachineSet"), "machinesets", "machineset", meta.RESTScopeNamespace},
+	} {
+		m.AddSpecific(k.gvk, k.gvk.GroupVersion().WithResource(k.plural), k.gvk.GroupVersion().WithResource(k.singular), k.scope)
+		// The List kinds too: controller-runtime asks the mapper for the scope of the list type.
+		list := k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List")
+		m.AddSpecific(list, k.gvk.GroupVersion().WithResource(k.plural), k.gvk.GroupVersion().WithResource(k.singular), k.scope)
+	}
+	return m
 }

@@ -14,10 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// conn is one live (or connecting) connection to a spoke: a private transport, a live client,
+// conn is one live (or connecting) connection to a spoke: a private transport, REST clients,
 // a trimmed cache and the Spoke handed to callers. Only its worker goroutine uses it, except
 // for spoke (callers) and the transport's observe hook.
 type conn struct {
@@ -25,7 +24,7 @@ type conn struct {
 	server string
 	spoke  *spoke
 	cache  *spokeCache
-	http   *http.Client // Timeout = RequestTimeout; live client and probe
+	http   *http.Client // Timeout = RequestTimeout; the probe
 	dials  *dialTracker
 
 	authFailed chan struct{} // cap 1; a 401 (or 403 on a read) was seen
@@ -53,8 +52,8 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	}
 	cfg := rest.CopyConfig(p.cfg)
 	if cfg.QPS > 0 {
-		// One token bucket per spoke, shared by the live client and the cache's lists and
-		// watches (client-go would otherwise give each REST client its own).
+		// One token bucket per spoke, shared by the kinds' REST clients (the cache's lists
+		// and watches, the Spoke's reads and patches) (client-go would otherwise give each REST client its own).
 		cfg.RateLimiter = timedLimiter{flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst), c.opts.Metrics}
 	}
 	cfg.Dial = cn.dials.wrap(p.cfg.Dial)
@@ -73,15 +72,13 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 		return nil, newConnError(ReasonSecretInvalid, err, "building transport for %s", cn.server)
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	// Two clients over one transport: requests are bounded by RequestTimeout; the cache's
-	// watches are long-running, bounded by their own timeouts (watchTimeoutMin) and by the cache ctx.
+	// Two clients over one transport: the probe's is bounded by RequestTimeout; the REST
+	// clients' carry the cache's watches, which are long-running, bounded by their own timeouts
+	// (watchTimeoutMin) and the cache ctx, and the Spoke's calls, each bounded by its ctx
+	// (spoke.bound).
 	cn.http = &http.Client{Transport: hc.Transport, Timeout: c.opts.RequestTimeout, CheckRedirect: noRedirect}
 	cacheHTTP := &http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}
 
-	live, err := client.New(cfg, client.Options{HTTPClient: cn.http, Scheme: c.opts.Scheme, Mapper: c.mapper})
-	if err != nil {
-		return nil, newConnError(ReasonSecretInvalid, err, "building client for %s", cn.server)
-	}
 	cc, err := newSpokeCache(cfg, cacheHTTP, c.codecs, c.log, cluster.String(), func() {
 		if cn.spoke.check() == nil {
 			c.notifyKey(cluster)
@@ -94,9 +91,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	cn.spoke = &spoke{
 		cluster: cluster.String(),
 		server:  cn.server,
-		cached:  cc,
-		live:    live,
-		scheme:  c.opts.Scheme,
+		cache:   cc,
 		timeout: c.opts.RequestTimeout,
 	}
 	return cn, nil

@@ -77,9 +77,11 @@
 //
 // # Memory
 //
-// Each spoke costs one transport (one HTTP/2 connection), one live client and one cache: a
-// list-and-watch loop per kind (Nodes; Machines and MachineSets in openshift-machine-api)
-// feeding a compact store. A loop reads its watch stream itself, so a spoke runs 8 goroutines:
+// Each spoke costs one transport (one HTTP/2 connection), one REST client per kind and one
+// cache: a list-and-watch loop per kind (Nodes; Machines and MachineSets in
+// openshift-machine-api) feeding a compact store. The kinds' REST clients serve the cache and
+// the Spoke's live reads and patches alike; a patch's answer is checked, not decoded, and asks
+// for the object's metadata only. A loop reads its watch stream itself, so a spoke runs 8 goroutines:
 // the 3 loops, the HTTP/2 stream writer of each of their watches, the connection's reader and
 // the connection's monitor (client-go's Reflector would add a resync timer and a stream reader
 // per kind). Only what sync.Targets can map to a pool is listed: MachineSets labelled
@@ -94,8 +96,8 @@
 // phase), with each label an 8-byte handle to an interned key=value pair, since most pairs
 // repeat across a fleet. Reads return new objects built from the records, so cached objects are
 // incomplete: compute patches, never Update from them. Updates that change nothing in the
-// record (Node heartbeats) are not notified. The REST mapper and codecs are shared by every
-// connection.
+// record (Node heartbeats) are not notified. The codecs are shared by every connection; each
+// kind's REST client serves the cache and the Spoke's live reads and patches alike.
 //
 // # Notifications
 //

@@ -13,7 +13,6 @@ import (
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -172,7 +171,6 @@ type Manager struct {
 	opts    Options
 	log     logr.Logger
 	// Shared by every spoke connection: both are read-only once built.
-	mapper meta.RESTMapper
 	codecs serializer.CodecFactory
 	// connects holds a token per connection attempt in flight.
 	connects chan struct{}
@@ -227,7 +225,6 @@ func NewManager(secrets client.Reader, opts Options) *Manager {
 		secrets:  secrets,
 		opts:     opts,
 		log:      opts.Logger.WithName("remote"),
-		mapper:   NewRESTMapper(),
 		codecs:   serializer.NewCodecFactory(opts.Scheme),
 		connects: make(chan struct{}, opts.MaxConcurrentConnects),
 		clusters: map[types.NamespacedName]*entry{},

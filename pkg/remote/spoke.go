@@ -8,11 +8,9 @@ import (
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // Spoke is the consumer-facing handle on one connected spoke cluster.
@@ -40,28 +38,6 @@ var (
 	gvkMachineSet = machinev1beta1.GroupVersion.WithKind("MachineSet")
 )
 
-// NewRESTMapper is the static mapper for the only three kinds the hub uses on a spoke, so no
-// discovery request is ever made.
-func NewRESTMapper() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, machinev1beta1.GroupVersion})
-	for _, k := range []struct {
-		gvk              schema.GroupVersionKind
-		plural, singular string
-		scope            meta.RESTScope
-	}{
-		{gvkNode, "nodes", "node", meta.RESTScopeRoot},
-		{gvkMachine, "machines", "machine", meta.RESTScopeNamespace},
-		{gvkMachineSet, "machinesets", "machineset", meta.RESTScopeNamespace},
-	} {
-		m.AddSpecific(k.gvk, k.gvk.GroupVersion().WithResource(k.plural), k.gvk.GroupVersion().WithResource(k.singular), k.scope)
-		// The List kinds too: controller-runtime's multi-namespace cache asks the mapper for the
-		// scope of the list type itself.
-		list := k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List")
-		m.AddSpecific(list, k.gvk.GroupVersion().WithResource(k.plural), k.gvk.GroupVersion().WithResource(k.singular), k.scope)
-	}
-	return m
-}
-
 // NewScheme returns a scheme with the types a Spoke serves (core/v1 and machine/v1beta1).
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -77,9 +53,8 @@ func NewScheme() *runtime.Scheme {
 type spoke struct {
 	cluster string
 	server  string
-	cached  client.Reader
-	live    client.Client
-	scheme  *runtime.Scheme
+	// cache serves the cached reads, and its kinds' REST clients the live reads and patches.
+	cache   *spokeCache
 	timeout time.Duration
 	// closed is set when the connection is torn down; it holds the error to return.
 	closed atomic.Pointer[notConnectedError]
@@ -112,7 +87,7 @@ func (s *spoke) Get(ctx context.Context, key client.ObjectKey, obj client.Object
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	return s.cached.Get(ctx, key, obj, opts...)
+	return s.cache.Get(ctx, key, obj, opts...)
 }
 
 func (s *spoke) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -121,45 +96,72 @@ func (s *spoke) List(ctx context.Context, list client.ObjectList, opts ...client
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	return s.cached.List(ctx, list, opts...)
+	return s.cache.List(ctx, list, opts...)
 }
 
 func (s *spoke) Live() client.Reader { return liveReader{s} }
 
+// Patch sends the patch and checks the answer, but does not decode the patched object into
+// obj, which is left as it was: callers read the new state from the cache, whose watch brings
+// it anyway. Decoding every answer would cost a whole object's allocations per write (a Node
+// with its status and images) for nothing; and only its metadata is asked for (patchAccept).
 func (s *spoke) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	gvk, err := apiutil.GVKForObject(obj, s.scheme)
+	st, err := s.cache.storeFor(obj)
+	if err != nil || (st.spec.gvk != gvkNode && st.spec.gvk != gvkMachine) {
+		return fmt.Errorf("%w: patch %T %s", ErrRequestNotAllowed, obj, client.ObjectKeyFromObject(obj))
+	}
+	data, err := patch.Data(obj)
 	if err != nil {
 		return err
 	}
-	if gvk != gvkNode && gvk != gvkMachine {
-		return fmt.Errorf("%w: patch %s %s", ErrRequestNotAllowed, gvk.Kind, client.ObjectKeyFromObject(obj))
-	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	return s.live.Patch(ctx, obj, patch, opts...)
+	return st.request(st.rc.Patch(patch.Type()), obj.GetNamespace()).Name(obj.GetName()).
+		VersionedParams((&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions(), metav1.ParameterCodec).
+		SetHeader("Accept", patchAccept).Body(data).Do(ctx).Error()
 }
+
+// patchAccept asks for the patched object's metadata only, not the whole object: the answer is
+// checked, never decoded, and a Node's status or a Machine's providerSpec would only cost the
+// spoke's API server, the wire and the hub's TLS for nothing. In JSON, so that a failure's
+// Status decodes with any kind's codec.
+const patchAccept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 func (s *spoke) Server() string { return s.server }
 
+// liveReader reads straight from the spoke API server, with the cache's REST clients.
 type liveReader struct{ s *spoke }
 
 func (l liveReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if err := l.s.check(); err != nil {
 		return err
 	}
+	st, err := l.s.cache.storeFor(obj)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := l.s.bound(ctx)
 	defer cancel()
-	return l.s.live.Get(ctx, key, obj, opts...)
+	return st.request(st.rc.Get(), key.Namespace).Name(key.Name).
+		VersionedParams((&client.GetOptions{}).ApplyOptions(opts).AsGetOptions(), metav1.ParameterCodec).
+		Do(ctx).Into(obj)
 }
 
 func (l liveReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if err := l.s.check(); err != nil {
 		return err
 	}
+	st, err := l.s.cache.storeFor(list)
+	if err != nil {
+		return err
+	}
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
 	ctx, cancel := l.s.bound(ctx)
 	defer cancel()
-	return l.s.live.List(ctx, list, opts...)
+	return st.request(st.rc.Get(), lo.Namespace).
+		VersionedParams(lo.AsListOptions(), metav1.ParameterCodec).
+		Do(ctx).Into(list)
 }

@@ -90,11 +90,11 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 		return nil, err
 	}
 	for _, k := range spokeKinds {
-		st := &kindStore{spec: k, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
 		rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
 		if err != nil {
 			return nil, err
 		}
+		st := &kindStore{spec: k, rc: rc, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
 		request := func(o *metav1.ListOptions) *rest.Request {
 			o.LabelSelector = k.selector
 			return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
@@ -172,7 +172,7 @@ func (sc *spokeCache) storeFor(obj runtime.Object) (*kindStore, error) {
 			return st, nil
 		}
 	}
-	return nil, fmt.Errorf("%T is not cached: the spoke cache holds only Nodes, and Machines and MachineSets in %s", obj, MachineAPINamespace)
+	return nil, fmt.Errorf("%T is not read on a spoke: only Nodes, and Machines and MachineSets in %s, are", obj, MachineAPINamespace)
 }
 
 // Get returns a copy of one cached (trimmed) object.
@@ -241,15 +241,23 @@ func (sc *spokeCache) List(_ context.Context, list client.ObjectList, opts ...cl
 }
 
 // kindStore is one kind's records by name (Machines and MachineSets are all in one namespace),
-// filled by its kindLoop.
+// filled by its kindLoop, and the kind's REST client, which the loop and the Spoke's live
+// reads and patches share.
 type kindStore struct {
 	spec   kindSpec
+	rc     rest.Interface
 	notify func()
 
 	mu     sync.RWMutex
 	items  map[string]*record
 	synced chan struct{} // closed by the first Replace
 	once   sync.Once
+}
+
+// request aims r at the kind's resource, in namespace when the kind is namespaced (every
+// namespace when it is empty).
+func (s *kindStore) request(r *rest.Request, namespace string) *rest.Request {
+	return r.NamespaceIfScoped(namespace, s.spec.namespace != "").Resource(s.spec.resource)
 }
 
 func (s *kindStore) Add(obj any) error {
