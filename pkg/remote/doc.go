@@ -81,7 +81,9 @@
 // cache: a list-and-watch loop per kind (Nodes; Machines and MachineSets in
 // openshift-machine-api) feeding a compact store. The kinds' REST clients serve the cache and
 // the Spoke's live reads and patches alike; a patch's answer is checked, not decoded, and asks
-// for the object's metadata only. A loop reads its watch stream itself, so a spoke runs 8 goroutines:
+// for the object's metadata only. A protobuf watch (Nodes, MachineSets) reads each event into a
+// buffer borrowed from a pool every spoke shares, not into one per watch grown to the largest
+// event (a real Node with its images is tens of KiB). A loop reads its watch stream itself, so a spoke runs 8 goroutines:
 // the 3 loops, the HTTP/2 stream writer of each of their watches, the connection's reader and
 // the connection's monitor (client-go's Reflector would add a resync timer and a stream reader
 // per kind). Only what sync.Targets can map to a pool is listed: MachineSets labelled

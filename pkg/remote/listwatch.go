@@ -2,12 +2,14 @@ package remote
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -202,9 +204,76 @@ func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.C
 			_ = resp.Body.Close()
 			return nil, err
 		}
+		if mediaType == runtime.ContentTypeProtobuf {
+			return &protoEvents{body: resp.Body, events: eventSerializer, objects: objects}, nil
+		}
 		return restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(resp.Body), eventSerializer), objects), nil
 	}
 }
+
+// protoEvents reads a protobuf watch stream (each event a frame behind its 4-byte length) one
+// event at a time into a buffer borrowed from a pool that every spoke shares, and gives the
+// buffer back once the event is decoded: decoding copies whatever it keeps. client-go's reader
+// keeps a buffer per watch instead, grown to the largest event it has seen and never shrunk: a
+// real Node with its images is tens of KiB, which would stay with every spoke for as long as
+// its Node watch lives.
+type protoEvents struct {
+	body    io.ReadCloser
+	events  runtime.Decoder // the metav1.WatchEvent frames
+	objects runtime.Decoder // the objects they carry
+	header  [4]byte
+}
+
+// Event frames are refused above maxEventBytes (as client-go's reader does above 16 MiB), and
+// buffers above pooledEventBytes go back to the heap, not to the pool.
+const (
+	maxEventBytes    = 16 << 20
+	pooledEventBytes = 1 << 20
+)
+
+var eventBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
+	if _, err := io.ReadFull(d.body, d.header[:]); err != nil {
+		return "", nil, err // io.EOF when the stream ends between events
+	}
+	n := binary.BigEndian.Uint32(d.header[:])
+	if n > maxEventBytes {
+		return "", nil, fmt.Errorf("watch event of %d bytes is larger than %d", n, maxEventBytes)
+	}
+	buf := eventBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= pooledEventBytes {
+			eventBuffers.Put(buf)
+		}
+	}()
+	if cap(*buf) < int(n) {
+		*buf = make([]byte, n)
+	}
+	frame := (*buf)[:n]
+	if _, err := io.ReadFull(d.body, frame); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // a frame cut short is not a clean end
+		}
+		return "", nil, err
+	}
+	var got metav1.WatchEvent
+	if _, _, err := d.events.Decode(frame, nil, &got); err != nil {
+		return "", nil, err
+	}
+	switch typ := watch.EventType(got.Type); typ {
+	case watch.Added, watch.Modified, watch.Deleted, watch.Error, watch.Bookmark:
+		obj, err := runtime.Decode(d.objects, got.Object.Raw)
+		if err != nil {
+			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
+		}
+		return typ, obj, nil
+	default:
+		return "", nil, fmt.Errorf("got invalid watch event type: %v", got.Type)
+	}
+}
+
+func (d *protoEvents) Close() { _ = d.body.Close() }
 
 // statusError is the API error a failed response carries (a Status), or one made from its code.
 func statusError(resp *http.Response, neg runtime.ClientNegotiator, mediaType string, params map[string]string) error {
