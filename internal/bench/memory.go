@@ -46,8 +46,32 @@ func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spok
 	if pt.Wave, err = b.runWave(ctx, proc, spokes, spokes, dim); err != nil {
 		return pt, err
 	}
+	if dim == "nodes" {
+		// The same spokes, in sync now: a controller started again connects and writes nothing.
+		proc.stop()
+		if m, err := b.restartedMemory(ctx, fmt.Sprintf("%s-%d-restarted", dim, len(spokes)), len(spokes)); err != nil {
+			b.rep.note("restarted %s point: %v", dim, err)
+		} else {
+			pt.Restarted = &m
+		}
+	}
 	b.logf("point %s %d×%.0f: convergence %.0f ms (%.2f× ideal), %.2f req/object, heap %.1f MiB, RSS %.1f MiB", dim, pt.Wave.Spokes, pt.Wave.NodesPerSpoke, pt.Wave.ConvergenceMs, pt.Wave.Ratio, pt.Wave.PerObject, pt.Memory.HeapInuseMiB, pt.Memory.RSSMiB)
 	return pt, nil
+}
+
+// restartedMemory starts a controller on spokes already in sync and measures it once every
+// cluster is InSync.
+func (b *bench) restartedMemory(ctx context.Context, name string, spokes int) (Memory, error) {
+	proc, err := b.startController(ctx, name)
+	if err != nil {
+		return Memory{}, err
+	}
+	defer proc.stop()
+	if err := b.waitInSync(ctx, proc, spokes, b.cfg.ConvergeTimeout); err != nil {
+		return Memory{}, err
+	}
+	time.Sleep(3 * time.Second)
+	return proc.memory()
 }
 
 // zero measures the controller with every ClusterDeployment paused.
@@ -133,6 +157,10 @@ func (b *bench) growth(ctx context.Context) {
 	}
 	for i := range pts {
 		pts[i].PerSpoke = perSpokeOf(pts[i].Memory, m0, pts[i].Wave.Spokes)
+		if r := pts[i].Restarted; r != nil {
+			ps := perSpokeOf(*r, m0, pts[i].Wave.Spokes)
+			pts[i].PerSpokeRestarted = &ps
+		}
 	}
 	b.rep.Growth = pts
 	// The hub-memory figure: the point of the Nodes dimension nearest 100 Nodes per spoke
