@@ -411,11 +411,11 @@ func controllerKubeconfig(path string, admin *rest.Config, user string) error {
 	return clientcmd.WriteToFile(*kc, path)
 }
 
-// deploymentMemoryLimit returns the soft memory limit hub-controller sets in config/hub's
-// Deployment: fleet.MemoryLimitRatio of the manager container's memory limit, in bytes.
-// The benchmark's controller runs outside that container's cgroup, so the benchmark
-// passes it as GOMEMLIMIT (which fleet.SetMemoryLimit leaves as it is).
-func deploymentMemoryLimit(rendered []byte) (string, error) {
+// deploymentMemoryLimit returns the memory limit of config/hub's manager container, in bytes.
+// hub-controller sets its soft limit to fleet.MemoryLimitRatio of it; the benchmark's controller
+// runs outside that container's cgroup, so the benchmark passes that soft limit as GOMEMLIMIT
+// (which fleet.SetMemoryLimit leaves as it is).
+func deploymentMemoryLimit(rendered []byte) (int64, error) {
 	for _, doc := range strings.Split(string(rendered), "\n---\n") {
 		d := &appsv1.Deployment{}
 		if err := yaml.Unmarshal([]byte(doc), d); err != nil || d.Kind != "Deployment" {
@@ -423,11 +423,11 @@ func deploymentMemoryLimit(rendered []byte) (string, error) {
 		}
 		for _, c := range d.Spec.Template.Spec.Containers {
 			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == "manager" {
-				return strconv.FormatInt(int64(float64(q.Value())*fleet.MemoryLimitRatio), 10), nil
+				return q.Value(), nil
 			}
 		}
 	}
-	return "", errors.New("config/hub: no Deployment with a manager container and a memory limit")
+	return 0, errors.New("config/hub: no Deployment with a manager container and a memory limit")
 }
 
 // deploymentArgs returns the manager container's args in config/hub's

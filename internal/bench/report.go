@@ -182,9 +182,12 @@ type Report struct {
 		SpokeQPS                                                                            float64
 		SpokeBurst                                                                          int
 		MaxConcurrentClusters, WritesPerCluster                                             int
-		// GOMEMLIMIT of the controller process: hub-controller sets it to 90% of its
-		// container's memory limit, and the benchmark passes the same.
-		GOMEMLIMIT string
+		// GOMEMLIMIT of the controller process: hub-controller sets it to MemoryLimitRatio of
+		// its container's memory limit (DeploymentMemoryLimit, in bytes, from config/hub's
+		// Deployment), and the benchmark passes the same.
+		GOMEMLIMIT            string
+		DeploymentMemoryLimit int64   `json:"deploymentMemoryLimitBytes"`
+		MemoryLimitRatio      float64 `json:"memoryLimitRatio"`
 		// DeployArgs are the flags config/hub's Deployment gives the controller, which every
 		// controller process of the run gets; Overrides the flags this run changed.
 		DeployArgs []string `json:"deployArgs"`
@@ -373,7 +376,7 @@ func (r *Report) Judge() {
 		add(g)
 	}
 	s := r.Sim
-	rssGoal := fmt.Sprintf("≤ %d MiB (the Deployment's limit: 1 GiB)", goalRSS2000MiB)
+	rssGoal := fmt.Sprintf("≤ %d MiB (the Deployment's limit: %.0f MiB)", goalRSS2000MiB, r.deploymentLimitMiB())
 	if s.Skipped != "" {
 		add(Goal{Figure: "Hub RSS at 2,000 clusters", Goal: rssGoal, Skipped: true, Note: s.Skipped})
 	} else {
@@ -384,7 +387,7 @@ func (r *Report) Judge() {
 			g.Note = "extrapolated linearly from a smaller simulation"
 		}
 		if r.Config.GOMEMLIMIT != "" {
-			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; run as config/hub runs it, GOMEMLIMIT %s bytes (90%% of the Deployment's memory limit, as hub-controller sets it from its cgroup); %.1f%% CPU in sync", r.Config.GOMEMLIMIT, s.SteadyCPUPercent), "; ")
+			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; run as config/hub runs it, GOMEMLIMIT %s bytes (%.0f%% of the Deployment's memory limit, as hub-controller sets it from its cgroup); %.1f%% CPU in sync", r.Config.GOMEMLIMIT, 100*r.Config.MemoryLimitRatio, s.SteadyCPUPercent), "; ")
 		}
 		if s.RSSAt2000MiB > goalRSS2000MiB {
 			g.Note = strings.TrimPrefix(g.Note+"; "+ratioMiss(s.RSSAt2000MiB, goalRSS2000MiB), "; ")
@@ -394,13 +397,14 @@ func (r *Report) Judge() {
 		}
 		add(g)
 	}
+	largeGoal := fmt.Sprintf("all InSync, RSS below the Deployment's limit (%.0f MiB) throughout", r.deploymentLimitMiB())
 	if sl := r.SimLarge; sl.Skipped != "" {
-		add(Goal{Figure: "Hub memory at 2,000 clusters with larger caches", Goal: fmt.Sprintf("all InSync, RSS below the Deployment's limit (%d MiB) throughout", deploymentLimitMiB), Skipped: true, Note: sl.Skipped})
+		add(Goal{Figure: "Hub memory at 2,000 clusters with larger caches", Goal: largeGoal, Skipped: true, Note: sl.Skipped})
 	} else {
 		g := Goal{Figure: fmt.Sprintf("Hub memory at %d clusters with larger caches (simulated: %d CDs on %d real spokes, %d Nodes in each cache)", sl.Clusters, sl.Clusters, sl.RealSpokes, sl.CacheNodes),
-			Goal:     fmt.Sprintf("all InSync, RSS below the Deployment's limit (%d MiB) throughout", deploymentLimitMiB),
+			Goal:     largeGoal,
 			Measured: fmt.Sprintf("%d/%d InSync after %.0f s; peak RSS %.0f MiB (at the end %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live)", sl.InSync, sl.Clusters, sl.AllInSyncS, sl.PeakRSSMiB, sl.Memory.RSSMiB, sl.Memory.HeapInuseMiB, sl.Memory.HeapAllocMiB),
-			Pass:     sl.InSync == sl.Clusters && sl.PeakRSSMiB > 0 && sl.PeakRSSMiB < deploymentLimitMiB}
+			Pass:     sl.InSync == sl.Clusters && sl.PeakRSSMiB > 0 && sl.PeakRSSMiB < r.deploymentLimitMiB()}
 		if r.Config.GOMEMLIMIT != "" {
 			g.Note = fmt.Sprintf("run as config/hub runs it, GOMEMLIMIT %s bytes; RSS sampled once a second", r.Config.GOMEMLIMIT)
 		}
@@ -445,8 +449,8 @@ func (r *Report) Markdown() string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# Benchmarks\n\n")
 	p("Produced by `%s` on %s (%s), in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Duration)
-	p("Spokes are real kube-apiservers over one etcd (internal/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; GOMEMLIMIT %s bytes: 90%% of the memory limit of config/hub's Deployment, as hub-controller sets it from its container's cgroup).\n\n",
-		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, remote.DefaultQPS), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst, or(r.Config.GOMEMLIMIT, "unset"))
+	p("Spokes are real kube-apiservers over one etcd (internal/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; %s).\n\n",
+		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, remote.DefaultQPS), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst, r.gomemlimitText())
 	overrides := slices.Clone(r.Config.Overrides)
 	if r.Idle.Resync != "" {
 		overrides = append(overrides, "--resync-period="+r.Idle.Resync+" for the at-rest step only (§1a)")
@@ -571,6 +575,25 @@ func (r *Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// deploymentLimitMiB is the memory limit of config/hub's manager container.
+func (r *Report) deploymentLimitMiB() float64 {
+	return float64(r.Config.DeploymentMemoryLimit) / (1 << 20)
+}
+
+// gomemlimitText says what soft memory limit the controller processes ran with.
+func (r *Report) gomemlimitText() string {
+	c := r.Config
+	switch c.GOMEMLIMIT {
+	case "", "off":
+		return "GOMEMLIMIT unset"
+	case strconv.FormatInt(int64(float64(c.DeploymentMemoryLimit)*c.MemoryLimitRatio), 10):
+		return fmt.Sprintf("GOMEMLIMIT %s bytes: %.0f%% of the memory limit of config/hub's Deployment (%.0f MiB), as hub-controller sets it from its container's cgroup",
+			c.GOMEMLIMIT, 100*c.MemoryLimitRatio, r.deploymentLimitMiB())
+	default:
+		return fmt.Sprintf("GOMEMLIMIT %s bytes (overridden)", c.GOMEMLIMIT)
+	}
 }
 
 // memoryLimitNote says whether the memory points ran under a soft memory limit, and whether

@@ -23,8 +23,6 @@ const (
 // whether the controller ran with a soft memory limit).
 const (
 	goalRSS2000MiB = 768
-	// deploymentLimitMiB is config/hub's container memory limit (1Gi).
-	deploymentLimitMiB = 1024
 	goalRSSPerSpokeMiB = 0.5
 )
 

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -118,11 +119,14 @@ func (b *bench) main(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	limit, err := deploymentMemoryLimit(rendered)
+	if err != nil {
+		return err
+	}
+	b.rep.Config.DeploymentMemoryLimit, b.rep.Config.MemoryLimitRatio = limit, fleet.MemoryLimitRatio
 	switch cfg.GOMEMLIMIT {
 	case "":
-		if b.memLimit, err = deploymentMemoryLimit(rendered); err != nil {
-			return err
-		}
+		b.memLimit = strconv.FormatInt(int64(float64(limit)*fleet.MemoryLimitRatio), 10)
 	case "off":
 	default:
 		b.memLimit = cfg.GOMEMLIMIT

@@ -52,8 +52,9 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	}
 	cfg := rest.CopyConfig(p.cfg)
 	if cfg.QPS > 0 {
-		// One token bucket per spoke, shared by the kinds' REST clients (the cache's lists
-		// and watches, the Spoke's reads and patches) (client-go would otherwise give each REST client its own).
+		// One token bucket per spoke, shared by the kinds' REST clients, which carry the
+		// cache's lists and watches and the Spoke's reads and patches (client-go would
+		// otherwise give each REST client its own).
 		cfg.RateLimiter = timedLimiter{flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst), c.opts.Metrics}
 	}
 	cfg.Dial = cn.dials.wrap(p.cfg.Dial)

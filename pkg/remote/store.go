@@ -97,7 +97,7 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 		st := &kindStore{spec: k, rc: rc, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
 		request := func(o *metav1.ListOptions) *rest.Request {
 			o.LabelSelector = k.selector
-			return rc.Get().NamespaceIfScoped(k.namespace, k.namespace != "").Resource(k.resource).VersionedParams(o, metav1.ParameterCodec)
+			return st.request(rc.Get(), k.namespace).VersionedParams(o, metav1.ParameterCodec)
 		}
 		loop := &kindLoop{store: st, log: log, cluster: cluster, clock: clock.RealClock{}}
 		neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), k.gvk.GroupVersion())
