@@ -22,7 +22,7 @@ const (
 // RSS per connected spoke of 100 Nodes (issue 14; the 2,000-cluster row says
 // whether the controller ran with a soft memory limit).
 const (
-	goalRSS2000MiB = 768
+	goalRSS2000MiB     = 768
 	goalRSSPerSpokeMiB = 0.5
 )
 
