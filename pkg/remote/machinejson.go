@@ -1,7 +1,11 @@
 package remote
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -86,22 +90,79 @@ func decodeMachineList(body []byte) ([]any, string, error) {
 	return items, list.Metadata.ResourceVersion, nil
 }
 
-// machineEvents reads a JSON watch stream of Machines (a sequence of watch events).
+// machineEvents reads a JSON watch stream of Machines (a sequence of watch events). kube-apiserver
+// writes each event as one line of compact JSON (its encoder ends every value with a newline), so
+// an event is read up to its newline into a buffer borrowed from eventBuffers and given back once
+// decoded, as protoEvents does for protobuf streams. The stream's own reader keeps only a small
+// fixed buffer; a json.Decoder would keep one per watch as large as the largest Machine event it
+// has read (a real Machine's providerSpec and providerStatus make that 10–20 KiB). The API does
+// not promise one event a line, so lines are gathered until they hold a whole JSON value: an
+// event written over several lines decodes all the same.
 type machineEvents struct {
 	body io.ReadCloser
-	dec  *json.Decoder
+	r    *bufio.Reader
 }
 
+// machineEventsReadBuffer is the reader's fixed buffer: an event longer than that is gathered
+// in the borrowed one.
+const machineEventsReadBuffer = 512
+
 func newMachineEvents(body io.ReadCloser) *machineEvents {
-	return &machineEvents{body: body, dec: json.NewDecoder(body)}
+	return &machineEvents{body: body, r: bufio.NewReaderSize(body, machineEventsReadBuffer)}
 }
 
 func (e *machineEvents) Decode() (watch.EventType, runtime.Object, error) {
+	buf := eventBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= pooledEventBytes {
+			eventBuffers.Put(buf)
+		}
+	}()
+	event := (*buf)[:0]
+	for {
+		var err error
+		event, err = e.readLine(event)
+		*buf = event[:0] // keeps whatever the event grew the buffer to
+		switch {
+		case len(bytes.TrimSpace(event)) == 0: // nothing but blank lines so far
+			if err != nil {
+				return "", nil, err // io.EOF when the stream ends between events
+			}
+			event = event[:0]
+		case err != nil && !errors.Is(err, io.EOF): // the body failed, or the event is too large
+			return "", nil, err
+		case json.Valid(event): // a whole event, even one the stream ended without its newline
+			return decodeMachineEvent(event)
+		case err != nil:
+			return "", nil, fmt.Errorf("the Machine watch stream ended inside an event: %w", io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+// readLine appends the stream's bytes to buf up to and including the next newline, and refuses
+// an event above maxEventBytes.
+func (e *machineEvents) readLine(buf []byte) ([]byte, error) {
+	for {
+		chunk, err := e.r.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		switch {
+		case len(buf) > maxEventBytes:
+			return buf, fmt.Errorf("watch event of more than %d bytes", maxEventBytes)
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return buf, err
+		}
+	}
+}
+
+// decodeMachineEvent decodes one watch event's JSON. Nothing decoded refers to line.
+func decodeMachineEvent(line []byte) (watch.EventType, runtime.Object, error) {
 	var ev struct {
 		Type   watch.EventType `json:"type"`
 		Object json.RawMessage `json:"object"`
 	}
-	if err := e.dec.Decode(&ev); err != nil {
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(line, &ev); err != nil {
 		return "", nil, err
 	}
 	if ev.Type == watch.Error {

@@ -1,10 +1,14 @@
 package remote
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,5 +42,84 @@ func TestMachineEvents(t *testing.T) {
 	}
 	if _, _, err = e.Decode(); !errors.Is(err, io.EOF) {
 		t.Errorf("end of stream: %v, want io.EOF", err)
+	}
+}
+
+// machineEvent is a Machine watch event whose providerSpec carries specBytes bytes, in compact
+// JSON as kube-apiserver writes it.
+func machineEvent(name string, specBytes int) string {
+	return `{"type":"MODIFIED","object":{"kind":"Machine","apiVersion":"machine.openshift.io/v1beta1","metadata":{"name":"` + name +
+		`","uid":"u-` + name + `","resourceVersion":"1","labels":{"pool":"` + name + `"}},"spec":{"providerSpec":{"value":{"userData":"` +
+		strings.Repeat("x", specBytes) + `"}},"providerID":"aws:///` + name + `"},"status":{"nodeRef":{"name":"node-` + name + `"}}}}`
+}
+
+// checkMachine fails t unless m is what machineEvent(name, ...) describes.
+func checkMachine(t *testing.T, what string, m *machinev1beta1.Machine, name string) {
+	t.Helper()
+	if m.Name != name || string(m.UID) != "u-"+name || m.Labels["pool"] != name || m.Spec.ProviderID == nil ||
+		*m.Spec.ProviderID != "aws:///"+name || m.Status.NodeRef == nil || m.Status.NodeRef.Name != "node-"+name {
+		t.Errorf("%s: decoded as %+v, want Machine %s", what, m, name)
+	}
+}
+
+// Events longer than the reader's own buffer, blank lines between events, an event written over
+// several lines, and a last event without its newline all decode, and no decoded Machine keeps a
+// reference into the buffer that the next event reuses. A stream cut inside an event fails with
+// io.ErrUnexpectedEOF, not io.EOF; the body's own errors come through as they are.
+func TestMachineEventsFraming(t *testing.T) {
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, []byte(machineEvent("m3", 100)), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	stream := machineEvent("m1", 20<<10) + "\n\n" + machineEvent("m2", 10) + "\n" + indented.String() + "\n" +
+		machineEvent("m4", 3*machineEventsReadBuffer) // no newline at the end
+	e := newMachineEvents(io.NopCloser(strings.NewReader(stream)))
+	var got []*machinev1beta1.Machine
+	for range 4 {
+		typ, obj, err := e.Decode()
+		if err != nil || typ != watch.Modified {
+			t.Fatalf("event %d: %s, %v", len(got)+1, typ, err)
+		}
+		got = append(got, obj.(*machinev1beta1.Machine))
+	}
+	for i, m := range got { // checked only once every event has been read through the same buffer
+		checkMachine(t, fmt.Sprintf("event %d", i+1), m, fmt.Sprintf("m%d", i+1))
+	}
+	if _, _, err := e.Decode(); !errors.Is(err, io.EOF) {
+		t.Errorf("end of stream: %v, want io.EOF", err)
+	}
+
+	line := []byte(machineEvent("m5", 10))
+	_, obj, err := decodeMachineEvent(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(line, bytes.Repeat([]byte{'#'}, len(line)))
+	checkMachine(t, "a Machine after its event's bytes were overwritten", obj.(*machinev1beta1.Machine), "m5")
+
+	cut := newMachineEvents(io.NopCloser(strings.NewReader(machineEvent("m1", 2<<10)[:1500])))
+	if _, _, err := cut.Decode(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a stream cut inside an event: %v, want io.ErrUnexpectedEOF", err)
+	}
+
+	broken := errors.New("connection reset")
+	for what, before := range map[string]string{
+		"inside an event": machineEvent("m1", 10)[:50],
+		"between events":  machineEvent("m1", 10) + "\n",
+	} {
+		e := newMachineEvents(io.NopCloser(io.MultiReader(strings.NewReader(before), iotest.ErrReader(broken))))
+		if strings.HasSuffix(before, "\n") {
+			if _, _, err := e.Decode(); err != nil {
+				t.Fatalf("%s: the event before the failure: %v", what, err)
+			}
+		}
+		if _, _, err := e.Decode(); !errors.Is(err, broken) {
+			t.Errorf("body failing %s: %v, want %v", what, err, broken)
+		}
+	}
+
+	huge := newMachineEvents(io.NopCloser(strings.NewReader(machineEvent("m1", maxEventBytes) + "\n")))
+	if _, _, err := huge.Decode(); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("an event above %d bytes: %v, want it refused", maxEventBytes, err)
 	}
 }
