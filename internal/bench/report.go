@@ -128,6 +128,9 @@ type Goal struct {
 	Goal     string `json:"goal"`
 	Pass     bool   `json:"pass"`
 	Skipped  bool   `json:"skipped,omitempty"`
+	// Reported marks a figure the issues ask to report beside a goal, not to meet: its row
+	// reads REPORTED, and Pass is not set.
+	Reported bool   `json:"reported,omitempty"`
 	Note     string `json:"note,omitempty"`
 }
 
@@ -463,6 +466,8 @@ func (r *Report) Markdown() string {
 		switch {
 		case g.Skipped:
 			res = "NOT RUN"
+		case g.Reported:
+			res = "REPORTED"
 		case !g.Pass:
 			res = "MISS"
 		}

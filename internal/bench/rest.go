@@ -113,6 +113,10 @@ func (r *Report) judgeRest(add func(Goal)) {
 	goal := fmt.Sprintf("≤ %d s, ≤ %d hub requests per cluster", goalRestartS, goalPerCluster)
 	for _, x := range r.restartCases() {
 		fig := fmt.Sprintf("Restart at %d simulated clusters: %s", rs.Clusters, x.name)
+		goal := goal
+		if x.reported {
+			goal = "report (the goal is the restart's and the failover's)"
+		}
 		if rs.Skipped != "" {
 			add(Goal{Figure: fig, Goal: goal, Skipped: true, Note: rs.Skipped})
 			continue
@@ -122,11 +126,11 @@ func (r *Report) judgeRest(add func(Goal)) {
 		if c.InSync < rs.Clusters {
 			took = fmt.Sprintf("only %d/%d InSync after %.1f s", c.InSync, rs.Clusters, c.Seconds)
 		}
-		g := Goal{Figure: fig, Goal: goal,
+		g := Goal{Figure: fig, Goal: goal, Reported: x.reported,
 			Measured: fmt.Sprintf("%s; %.2f hub requests per cluster (%d reads, %d writes)", took, c.PerCluster, c.Hub.Reads, c.Hub.Writes),
-			Pass:     rs.Clusters > 0 && c.InSync == rs.Clusters && c.Seconds <= goalRestartS && c.PerCluster <= goalPerCluster}
+			Pass:     !x.reported && rs.Clusters > 0 && c.InSync == rs.Clusters && c.Seconds <= goalRestartS && c.PerCluster <= goalPerCluster}
 		g.Note = joinNotes(x.note, r.hubLimits(), fmt.Sprintf("the controller used %.0f s of CPU while the machine's CPUs were %.0f%% busy (§1b)", c.ControllerCPUS, c.MachineBusyPct),
-			ratioMiss(c.Seconds, goalRestartS), ratioMiss(c.PerCluster, goalPerCluster),
+			ifStr(!x.reported, ratioMiss(c.Seconds, goalRestartS)), ifStr(!x.reported, ratioMiss(c.PerCluster, goalPerCluster)),
 			ifStr(rs.Clusters < 2000, "below the goal's 2,000 clusters"))
 		add(g)
 	}
@@ -157,14 +161,16 @@ func secs(s float64) string {
 type restartRow struct {
 	name, note string
 	c          RestartCase
+	// reported: issue 13 asks for this case's figures, and sets its goal for the others.
+	reported bool
 }
 
 func (r *Report) restartCases() []restartRow {
 	rs := r.Restart
 	return []restartRow{
-		{"first start on an empty hub", "every MachinePoolSync created", rs.FirstStart},
-		{"restart, statuses already right", "", rs.Restart},
-		{"leader failover (kill -9 of the leader)", ifStr(rs.Failover.LeaseTakeoverS > 0, fmt.Sprintf("Lease taken over %.1f s after the kill", rs.Failover.LeaseTakeoverS)), rs.Failover},
+		{"first start on an empty hub", "every MachinePoolSync created", rs.FirstStart, true},
+		{"restart, statuses already right", "", rs.Restart, false},
+		{"leader failover (kill -9 of the leader)", ifStr(rs.Failover.LeaseTakeoverS > 0, fmt.Sprintf("Lease taken over %.1f s after the kill", rs.Failover.LeaseTakeoverS)), rs.Failover, false},
 	}
 }
 
