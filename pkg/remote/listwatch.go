@@ -233,6 +233,16 @@ const (
 
 var eventBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
+func borrowEventBuffer() *[]byte { return eventBuffers.Get().(*[]byte) }
+
+// returnEventBuffer gives a borrowed buffer back to the pool, unless it grew above
+// pooledEventBytes (then the heap has it).
+func returnEventBuffer(buf *[]byte) {
+	if cap(*buf) <= pooledEventBytes {
+		eventBuffers.Put(buf)
+	}
+}
+
 func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
 	if _, err := io.ReadFull(d.body, d.header[:]); err != nil {
 		return "", nil, err // io.EOF when the stream ends between events
@@ -241,12 +251,8 @@ func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
 	if n > maxEventBytes {
 		return "", nil, fmt.Errorf("watch event of %d bytes is larger than %d", n, maxEventBytes)
 	}
-	buf := eventBuffers.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) <= pooledEventBytes {
-			eventBuffers.Put(buf)
-		}
-	}()
+	buf := borrowEventBuffer()
+	defer returnEventBuffer(buf)
 	if cap(*buf) < int(n) {
 		*buf = make([]byte, n)
 	}

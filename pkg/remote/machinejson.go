@@ -2,7 +2,6 @@ package remote
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,14 +92,17 @@ func decodeMachineList(body []byte) ([]any, string, error) {
 // machineEvents reads a JSON watch stream of Machines (a sequence of watch events). kube-apiserver
 // writes each event as one line of compact JSON (its encoder ends every value with a newline), so
 // an event is read up to its newline into a buffer borrowed from eventBuffers and given back once
-// decoded, as protoEvents does for protobuf streams. The stream's own reader keeps only a small
-// fixed buffer; a json.Decoder would keep one per watch as large as the largest Machine event it
-// has read (a real Machine's providerSpec and providerStatus make that 10–20 KiB). The API does
-// not promise one event a line, so lines are gathered until they hold a whole JSON value: an
-// event written over several lines decodes all the same.
+// decoded, as protoEvents does for protobuf streams. The buffer is borrowed only once the event's
+// first byte has arrived: a watch waiting for its next event, as almost every watch is, holds
+// none. The stream's own reader keeps only a small fixed buffer; a json.Decoder would keep one
+// per watch as large as the largest Machine event it has read (a real Machine's providerSpec and
+// providerStatus make that 10–20 KiB). The API does not promise one event a line, so lines are
+// gathered until they hold a whole JSON value: an event written over several lines decodes all
+// the same.
 type machineEvents struct {
 	body io.ReadCloser
 	r    *bufio.Reader
+	buf  *[]byte // borrowed from eventBuffers while an event is read, nil between events
 }
 
 // machineEventsReadBuffer is the reader's fixed buffer: an event longer than that is gathered
@@ -112,29 +114,42 @@ func newMachineEvents(body io.ReadCloser) *machineEvents {
 }
 
 func (e *machineEvents) Decode() (watch.EventType, runtime.Object, error) {
-	buf := eventBuffers.Get().(*[]byte)
+	if err := e.awaitEvent(); err != nil {
+		return "", nil, err // io.EOF when the stream ends between events
+	}
+	e.buf = borrowEventBuffer()
 	defer func() {
-		if cap(*buf) <= pooledEventBytes {
-			eventBuffers.Put(buf)
-		}
+		returnEventBuffer(e.buf)
+		e.buf = nil
 	}()
-	event := (*buf)[:0]
+	event := (*e.buf)[:0]
 	for {
 		var err error
 		event, err = e.readLine(event)
-		*buf = event[:0] // keeps whatever the event grew the buffer to
+		*e.buf = event[:0] // keeps whatever the event grew the buffer to
 		switch {
-		case len(bytes.TrimSpace(event)) == 0: // nothing but blank lines so far
-			if err != nil {
-				return "", nil, err // io.EOF when the stream ends between events
-			}
-			event = event[:0]
 		case err != nil && !errors.Is(err, io.EOF): // the body failed, or the event is too large
 			return "", nil, err
 		case json.Valid(event): // a whole event, even one the stream ended without its newline
 			return decodeMachineEvent(event)
 		case err != nil:
 			return "", nil, fmt.Errorf("the Machine watch stream ended inside an event: %w", io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+// awaitEvent waits for the first byte of the next event, skipping the whitespace (blank lines)
+// between events, without a borrowed buffer.
+func (e *machineEvents) awaitEvent() error {
+	for {
+		b, err := e.r.ReadByte()
+		if err != nil {
+			return err
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n': // JSON's whitespace
+		default:
+			return e.r.UnreadByte()
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -121,5 +122,52 @@ func TestMachineEventsFraming(t *testing.T) {
 	huge := newMachineEvents(io.NopCloser(strings.NewReader(machineEvent("m1", maxEventBytes) + "\n")))
 	if _, _, err := huge.Decode(); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("an event above %d bytes: %v, want it refused", maxEventBytes, err)
+	}
+}
+
+// chunkBody hands out one chunk per Read, and records whether the stream held a borrowed
+// buffer at each Read.
+type chunkBody struct {
+	chunks  []string
+	events  *machineEvents
+	holding []bool
+}
+
+func (b *chunkBody) Read(p []byte) (int, error) {
+	b.holding = append(b.holding, b.events.buf != nil)
+	if len(b.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.chunks[0])
+	if b.chunks[0] = b.chunks[0][n:]; b.chunks[0] == "" {
+		b.chunks = b.chunks[1:]
+	}
+	return n, nil
+}
+
+func (b *chunkBody) Close() error { return nil }
+
+// A watch waiting for its next event holds no borrowed buffer: at every Read between events
+// (after a whole event, and over the blank lines before the next) the stream holds none. Inside
+// an event longer than the reader's buffer it does, which shows that the check can see one.
+func TestMachineEventsIdleHoldsNoBuffer(t *testing.T) {
+	long := machineEvent("long", 2*machineEventsReadBuffer)
+	body := &chunkBody{chunks: []string{machineEvent("a", 10) + "\n", "\n  \n", machineEvent("b", 10) + "\n", long[:100], long[100:] + "\n"}}
+	body.events = newMachineEvents(body)
+	for _, name := range []string{"a", "b", "long"} {
+		typ, obj, err := body.events.Decode()
+		if err != nil || typ != watch.Modified {
+			t.Fatalf("event %s: %s, %v", name, typ, err)
+		}
+		checkMachine(t, name, obj.(*machinev1beta1.Machine), name)
+	}
+	if _, _, err := body.events.Decode(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last event: %v, want io.EOF", err)
+	}
+	// Reads: before a; the blank lines; before b; before long; then inside long (its rest, read
+	// through the reader's buffer into the borrowed one, a Read at a time); the end of the stream.
+	h := body.holding
+	if len(h) < 6 || slices.Contains(h[:4], true) || h[len(h)-1] || slices.Contains(h[4:len(h)-1], false) {
+		t.Errorf("buffer held at each Read: %v, want false for the first 4 and the last, true between", h)
 	}
 }
