@@ -389,9 +389,7 @@ func (r *Report) Judge() {
 			g.Measured += fmt.Sprintf("; extrapolated to 2,000: %.0f MiB", s.RSSAt2000MiB)
 			g.Note = "extrapolated linearly from a smaller simulation"
 		}
-		if r.Config.GOMEMLIMIT != "" {
-			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; run as config/hub runs it, GOMEMLIMIT %s bytes (%.0f%% of the Deployment's memory limit, as hub-controller sets it from its cgroup); %.1f%% CPU in sync", r.Config.GOMEMLIMIT, 100*r.Config.MemoryLimitRatio, s.SteadyCPUPercent), "; ")
-		}
+		g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; %s; %.1f%% CPU in sync", r.gomemlimitNote(), s.SteadyCPUPercent), "; ")
 		if s.RSSAt2000MiB > goalRSS2000MiB {
 			g.Note = strings.TrimPrefix(g.Note+"; "+ratioMiss(s.RSSAt2000MiB, goalRSS2000MiB), "; ")
 		}
@@ -408,9 +406,7 @@ func (r *Report) Judge() {
 			Goal:     largeGoal,
 			Measured: fmt.Sprintf("%d/%d InSync after %.0f s; peak RSS %.0f MiB (at the end %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live)", sl.InSync, sl.Clusters, sl.AllInSyncS, sl.PeakRSSMiB, sl.Memory.RSSMiB, sl.Memory.HeapInuseMiB, sl.Memory.HeapAllocMiB),
 			Pass:     sl.InSync == sl.Clusters && sl.PeakRSSMiB > 0 && sl.PeakRSSMiB < r.deploymentLimitMiB()}
-		if r.Config.GOMEMLIMIT != "" {
-			g.Note = fmt.Sprintf("run as config/hub runs it, GOMEMLIMIT %s bytes; RSS sampled once a second", r.Config.GOMEMLIMIT)
-		}
+		g.Note = r.gomemlimitNote() + "; RSS sampled once a second"
 		add(g)
 	}
 	m := r.Memory
@@ -587,13 +583,32 @@ func (r *Report) deploymentLimitMiB() float64 {
 	return float64(r.Config.DeploymentMemoryLimit) / (1 << 20)
 }
 
+// shippedGOMEMLIMIT is the soft limit hub-controller sets in config/hub's Deployment.
+func (r *Report) shippedGOMEMLIMIT() string {
+	return strconv.FormatInt(int64(float64(r.Config.DeploymentMemoryLimit)*r.Config.MemoryLimitRatio), 10)
+}
+
+// gomemlimitNote is the soft limit as a goal's row prints it beside the figure: an override
+// says so, and what ships.
+func (r *Report) gomemlimitNote() string {
+	c := r.Config
+	switch c.GOMEMLIMIT {
+	case r.shippedGOMEMLIMIT():
+		return fmt.Sprintf("run as config/hub runs it, GOMEMLIMIT %s bytes (%.0f%% of the Deployment's memory limit, as hub-controller sets it from its cgroup)", c.GOMEMLIMIT, 100*c.MemoryLimitRatio)
+	case "", "off":
+		return fmt.Sprintf("override: GOMEMLIMIT unset (config/hub runs with %s bytes)", r.shippedGOMEMLIMIT())
+	default:
+		return fmt.Sprintf("override: GOMEMLIMIT %s bytes (config/hub runs with %s bytes)", c.GOMEMLIMIT, r.shippedGOMEMLIMIT())
+	}
+}
+
 // gomemlimitText says what soft memory limit the controller processes ran with.
 func (r *Report) gomemlimitText() string {
 	c := r.Config
 	switch c.GOMEMLIMIT {
 	case "", "off":
 		return "GOMEMLIMIT unset"
-	case strconv.FormatInt(int64(float64(c.DeploymentMemoryLimit)*c.MemoryLimitRatio), 10):
+	case r.shippedGOMEMLIMIT():
 		return fmt.Sprintf("GOMEMLIMIT %s bytes: %.0f%% of the memory limit of config/hub's Deployment (%.0f MiB), as hub-controller sets it from its container's cgroup",
 			c.GOMEMLIMIT, 100*c.MemoryLimitRatio, r.deploymentLimitMiB())
 	default:
@@ -616,7 +631,11 @@ func (r *Report) memoryLimitNote() string {
 	for _, g := range r.Growth {
 		largest = max(largest, g.Memory.HeapInuseMiB)
 	}
-	note := fmt.Sprintf("The controller ran with the shipped soft limit, GOMEMLIMIT %s bytes (%.0f MiB)", r.Config.GOMEMLIMIT, limit/(1<<20))
+	which := "the shipped soft limit"
+	if r.Config.GOMEMLIMIT != r.shippedGOMEMLIMIT() {
+		which = "an overridden soft limit"
+	}
+	note := fmt.Sprintf("The controller ran with %s, GOMEMLIMIT %s bytes (%.0f MiB)", which, r.Config.GOMEMLIMIT, limit/(1<<20))
 	if largest > 0 && 2*largest < limit/(1<<20) {
 		return note + fmt.Sprintf(", over %.0f× the largest heap here (%.0f MiB): the GC paced by GOGC alone, as without a limit.", limit/(1<<20)/largest, largest)
 	}
