@@ -117,5 +117,5 @@ BENCH_FLAGS ?=
 .PHONY: bench
 bench: ## Benchmarks on a local fleet (20 spokes × 50 Nodes, 50 real spokes, 2,000 simulated clusters, then again with 100 Nodes in each cache; about 37 min; shorter: BENCH_FLAGS="-idle 1m -max-real-spokes 0"): writes _out/bench/report.{md,json} and docs/benchmarks.md.
 	@mkdir -p _out/bench
-	$(GO) build -o _out/bench/bench ./hack/bench
+	$(GO) build -ldflags '$(LDFLAGS)' -o _out/bench/bench ./hack/bench
 	KUBEBUILDER_ASSETS="$(ASSETS)" _out/bench/bench -command "make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BENCH_FLAGS)

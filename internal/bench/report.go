@@ -175,6 +175,7 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	Duration string    `json:"duration"`
 	Machine  string    `json:"machine"`
+	Code     string    `json:"code"`
 	Config   struct {
 		Spokes, Nodes, ReactionSamples, SimClusters, SimRealSpokes, SimNodes, MaxRealSpokes int
 		Idle, Delay                                                                         string
@@ -447,7 +448,7 @@ func (r *Report) Markdown() string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# Benchmarks\n\n")
-	p("Produced by `%s` on %s (%s), in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Duration)
+	p("Produced by `%s` on %s (%s) from %s, in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Code, r.Duration)
 	p("Spokes are real kube-apiservers over one etcd (internal/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; %s).\n\n",
 		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, remote.DefaultQPS), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst, r.gomemlimitText())
 	overrides := slices.Clone(r.Config.Overrides)

@@ -5,6 +5,20 @@ import (
 	"testing"
 )
 
+// The report names the commit it measured, and says when the tree had uncommitted changes.
+func TestCodeText(t *testing.T) {
+	tests := []struct{ describe, commit, want string }{
+		{"dev", "unknown", "a build without its commit stamped (make bench stamps it)"},
+		{"9d196d9", "9d196d9", "9d196d9 (commit 9d196d9)"},
+		{"9d196d9-dirty", "9d196d9", "9d196d9 (commit 9d196d9) with uncommitted changes"},
+	}
+	for _, tt := range tests {
+		if got := codeText(tt.describe, tt.commit); got != tt.want {
+			t.Errorf("codeText(%q, %q) = %q, want %q", tt.describe, tt.commit, got, tt.want)
+		}
+	}
+}
+
 // A soft limit other than the one config/hub ships is printed as an override beside the
 // memory figures, never as what config/hub runs.
 func TestGOMEMLIMITNote(t *testing.T) {

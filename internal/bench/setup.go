@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/version"
 )
 
 func (b *bench) fillConfig() {
@@ -24,6 +26,7 @@ func (b *bench) fillConfig() {
 	r.HubQPS, r.HubBurst, r.SpokeQPS, r.SpokeBurst = c.HubQPS, c.HubBurst, c.SpokeQPS, c.SpokeBurst
 	r.MaxConcurrentClusters, r.WritesPerCluster = b.defaults.MaxConcurrentClusters, b.defaults.WritesPerCluster
 	b.rep.Machine = machine()
+	b.rep.Code = code()
 }
 
 func machine() string {
@@ -35,6 +38,22 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%d CPUs%s, %s/%s, %s", runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// code says which commit this binary (the benchmark and, as `hack/bench controller`, the
+// controller it measures) was built from: `make bench` stamps pkg/version as it stamps
+// hub-controller (git describe --always --dirty).
+func code() string { return codeText(version.Version, version.Commit) }
+
+func codeText(describe, commit string) string {
+	switch {
+	case describe == "dev" && commit == "unknown":
+		return "a build without its commit stamped (make bench stamps it)"
+	case strings.HasSuffix(describe, "-dirty"):
+		return fmt.Sprintf("%s (commit %s) with uncommitted changes", strings.TrimSuffix(describe, "-dirty"), commit)
+	default:
+		return fmt.Sprintf("%s (commit %s)", describe, commit)
+	}
 }
 
 func machineSetName(s *localfleet.Spoke, p string) string {
