@@ -1,7 +1,9 @@
 package remote
 
 import (
+	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -195,3 +197,43 @@ func TestSameContent(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// An update keeps what it did not change in the old record's memory: the store holds one copy
+// of a Node's name, labels and taints across its heartbeats, not one made among each update's
+// garbage.
+func TestShareWithKeepsUnchangedFields(t *testing.T) {
+	node := func(rv string, labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: rv, Labels: labels,
+			Annotations: map[string]string{"hub-node-metadata.openshift.io/owned-labels": "a"}},
+			Spec: corev1.NodeSpec{ProviderID: "aws:///n", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}}
+	}
+	old, _ := compact(node("1", map[string]string{"a": "b"}))
+	before := *old
+
+	heartbeat, _ := compact(node("2", map[string]string{"a": "b"}))
+	if heartbeat.shareWith(old) {
+		t.Error("a heartbeat differs from the old record")
+	}
+	if unsafe.StringData(heartbeat.name) != unsafe.StringData(old.name) || unsafe.StringData(heartbeat.uid) != unsafe.StringData(old.uid) ||
+		&heartbeat.labels[0] != &old.labels[0] || &heartbeat.annotations[0] != &old.annotations[0] ||
+		&heartbeat.taints[0] != &old.taints[0] || heartbeat.providerID != old.providerID {
+		t.Errorf("a heartbeat's record keeps its own copies: %+v, old %+v", heartbeat, old)
+	}
+	if heartbeat.rv != "2" {
+		t.Errorf("resourceVersion %q, want the update's", heartbeat.rv)
+	}
+
+	relabelled, _ := compact(node("3", map[string]string{"a": "c"}))
+	if !relabelled.shareWith(old) {
+		t.Error("a label change does not differ from the old record")
+	}
+	if got := relabelled.labels.toMap(); got["a"] != "c" {
+		t.Errorf("labels %v, want the update's", got)
+	}
+	if &relabelled.taints[0] != &old.taints[0] {
+		t.Error("the unchanged taints were copied")
+	}
+	if !reflect.DeepEqual(*old, before) {
+		t.Errorf("shareWith changed the old record: %+v, was %+v", *old, before)
+	}
+}

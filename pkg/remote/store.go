@@ -267,9 +267,10 @@ func (s *kindStore) Add(obj any) error {
 	}
 	s.mu.Lock()
 	old := s.items[r.name]
+	differs := old == nil || r.shareWith(old)
 	s.items[r.name] = r
 	s.mu.Unlock()
-	if old == nil || !old.sameContent(r) {
+	if differs {
 		s.changed()
 	}
 	return nil
@@ -294,32 +295,27 @@ func (s *kindStore) Delete(obj any) error {
 // Replace swaps in a fresh list. The first one marks the kind synced (the connect is
 // notified by the Manager); a later one (a re-list) notifies if anything differs.
 func (s *kindStore) Replace(list []any, _ string) error {
+	s.mu.RLock()
+	old := s.items // only this kind's loop writes the store, so old stays what it is
+	s.mu.RUnlock()
 	items := make(map[string]*record, len(list))
+	differs := len(old) != len(list)
 	for _, obj := range list {
 		r, err := compact(obj)
 		if err != nil {
 			return err
 		}
+		if o := old[r.name]; o == nil || r.shareWith(o) {
+			differs = true
+		}
 		items[r.name] = r
 	}
 	s.mu.Lock()
-	old := s.items
 	s.items = items
 	s.mu.Unlock()
 	first := false
 	s.once.Do(func() { first = true; close(s.synced) })
-	if first {
-		return nil
-	}
-	differs := len(old) != len(items)
-	for name, r := range items {
-		if differs {
-			break
-		}
-		o := old[name]
-		differs = o == nil || !o.sameContent(r)
-	}
-	if differs {
+	if !first && differs {
 		s.changed()
 	}
 	return nil
@@ -357,10 +353,35 @@ type machineFields struct {
 // sameContent reports whether two records differ in more than resourceVersion (a Node
 // heartbeat changes only status, which is not kept, so it is not worth a notification).
 func (r *record) sameContent(o *record) bool {
+	c := *r // shareWith changes only the copy's fields
+	return !c.shareWith(o)
+}
+
+// shareWith points r's fields at old's wherever the two hold the same values, and reports
+// whether r differs from old in more than its resourceVersion. r must not be published yet.
+// An update then keeps what it did not change in old's memory, not in a second copy made
+// among the update's short-lived garbage: Go's heap does not move objects, so such a copy
+// would hold a mostly empty span of the heap in use for as long as the record lives. (A
+// Node's status heartbeat changes nothing a record keeps but its resourceVersion; a pool
+// change on a fleet in sync, a few labels and one annotation of each object.)
+func (r *record) shareWith(old *record) (differs bool) {
 	eq := equality.Semantic.DeepEqual
-	return r.name == o.name && r.uid == o.uid &&
-		slices.Equal(r.labels, o.labels) && slices.Equal(r.annotations, o.annotations) &&
-		eq(r.deletion, o.deletion) && eq(r.taints, o.taints) && eq(r.providerID, o.providerID) && r.machine.equal(o.machine)
+	differs = share(&r.name, old.name, r.name == old.name)
+	differs = share(&r.uid, old.uid, r.uid == old.uid) || differs
+	differs = share(&r.labels, old.labels, slices.Equal(r.labels, old.labels)) || differs
+	differs = share(&r.annotations, old.annotations, slices.Equal(r.annotations, old.annotations)) || differs
+	differs = share(&r.deletion, old.deletion, eq(r.deletion, old.deletion)) || differs
+	differs = share(&r.taints, old.taints, eq(r.taints, old.taints)) || differs
+	differs = share(&r.providerID, old.providerID, eq(r.providerID, old.providerID)) || differs
+	return share(&r.machine, old.machine, r.machine.equal(old.machine)) || differs
+}
+
+// share sets *field to old when same, and reports whether they differ.
+func share[T any](field *T, old T, same bool) (differs bool) {
+	if same {
+		*field = old
+	}
+	return !same
 }
 
 func (m *machineFields) equal(o *machineFields) bool {
