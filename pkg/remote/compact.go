@@ -39,7 +39,7 @@ func compact(obj any) (*record, error) {
 		r := compactMeta(&o.ObjectMeta, true)
 		r.taints = internTaints(o.Spec.Taints)
 		r.providerID = clonePtr(o.Spec.ProviderID)
-		mf := &machineFields{nodeLabels: pairsOf(o.Spec.ObjectMeta.Labels, nil)}
+		mf := &machineFields{nodeLabels: pairsOf(o.Spec.ObjectMeta.Labels, nil, o.Name)}
 		if len(o.OwnerReferences) > 0 {
 			mf.owners = make([]metav1.OwnerReference, len(o.OwnerReferences))
 			for i, ref := range o.OwnerReferences {
@@ -73,24 +73,42 @@ func compactMeta(m *metav1.ObjectMeta, annotations bool) *record {
 		name:     m.Name,
 		uid:      string(m.UID),
 		rv:       m.ResourceVersion,
-		labels:   pairsOf(m.Labels, nil),
+		labels:   pairsOf(m.Labels, nil, m.Name),
 		deletion: m.DeletionTimestamp.DeepCopy(),
 	}
 	if annotations {
-		r.annotations = pairsOf(m.Annotations, keptAnnotation)
+		r.annotations = pairsOf(m.Annotations, keptAnnotation, m.Name)
 	}
 	return r
 }
 
-// pairsOf interns m's entries that keep accepts (all with a nil keep), sorted by key.
-func pairsOf(m map[string]string, keep func(string) bool) pairs {
+// pairsOf keeps m's entries that keep accepts (all with a nil keep), sorted by key: those that
+// ownPair says are the object's own (name is the object's) packed into one string, the others
+// interned.
+func pairsOf(m map[string]string, keep func(string) bool, name string) pairs {
 	var p pairs
+	var own []byte
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if keep == nil || keep(k) {
-			p = append(p, unique.Make(pair{k, m[k]})) // unique.Make copies the strings
+		if keep != nil && !keep(k) {
+			continue
+		}
+		v := m[k]
+		if ownPair(k, v, name) {
+			own = appendField(appendField(own, k), v)
+		} else {
+			p.shared = append(p.shared, unique.Make(pair{k, v})) // unique.Make copies the strings
 		}
 	}
-	return slices.Clip(p)
+	p.shared = slices.Clip(p.shared)
+	p.own = string(own)
+	return p
+}
+
+// ownPair says whether a pair belongs to one object by construction, so that interning it
+// would only add an entry to the unique map: kubelet's hostname label, nodelink's annotation
+// naming the Node's Machine, and any pair whose value is the object's name.
+func ownPair(key, value, name string) bool {
+	return key == corev1.LabelHostname || key == nmsync.AnnotationNodeMachine || (value != "" && value == name)
 }
 
 func internTaints(in []corev1.Taint) []corev1.Taint {

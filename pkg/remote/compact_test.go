@@ -2,6 +2,7 @@ package remote
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -203,8 +204,9 @@ func ptrTo[T any](v T) *T { return &v }
 // garbage.
 func TestShareWithKeepsUnchangedFields(t *testing.T) {
 	node := func(rv string, labels map[string]string) *corev1.Node {
+		labels[corev1.LabelHostname] = "n"
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: rv, Labels: labels,
-			Annotations: map[string]string{"hub-node-metadata.openshift.io/owned-labels": "a"}},
+			Annotations: map[string]string{"hub-node-metadata.openshift.io/owned-labels": "a", "machine.openshift.io/machine": "ns/m"}},
 			Spec: corev1.NodeSpec{ProviderID: "aws:///n", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}}}
 	}
 	old, _ := compact(node("1", map[string]string{"a": "b"}))
@@ -215,7 +217,9 @@ func TestShareWithKeepsUnchangedFields(t *testing.T) {
 		t.Error("a heartbeat differs from the old record")
 	}
 	if unsafe.StringData(heartbeat.name) != unsafe.StringData(old.name) || unsafe.StringData(heartbeat.uid) != unsafe.StringData(old.uid) ||
-		&heartbeat.labels[0] != &old.labels[0] || &heartbeat.annotations[0] != &old.annotations[0] ||
+		&heartbeat.labels.shared[0] != &old.labels.shared[0] || &heartbeat.annotations.shared[0] != &old.annotations.shared[0] ||
+		unsafe.StringData(heartbeat.labels.own) != unsafe.StringData(old.labels.own) ||
+		unsafe.StringData(heartbeat.annotations.own) != unsafe.StringData(old.annotations.own) ||
 		&heartbeat.taints[0] != &old.taints[0] || heartbeat.providerID != old.providerID {
 		t.Errorf("a heartbeat's record keeps its own copies: %+v, old %+v", heartbeat, old)
 	}
@@ -235,5 +239,39 @@ func TestShareWithKeepsUnchangedFields(t *testing.T) {
 	}
 	if !reflect.DeepEqual(*old, before) {
 		t.Errorf("shareWith changed the old record: %+v, was %+v", *old, before)
+	}
+}
+
+// A Node's hostname label, its nodelink annotation and any value equal to its name are packed
+// into the record's own string, not interned; every pair reads back as it was.
+func TestPairsPackAnObjectsOwnPairs(t *testing.T) {
+	long := strings.Repeat("x", 300) + "\x00\xff" // a length over one uvarint byte, and bytes JSON allows
+	labels := map[string]string{corev1.LabelHostname: "ip-10-0-1-2", "kubernetes.io/os": "linux", "named-after": "n1", "empty": ""}
+	annotations := map[string]string{"machine.openshift.io/machine": "openshift-machine-api/m1", "hub-node-metadata.openshift.io/owned-labels": long}
+	r, err := compact(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: labels, Annotations: annotations}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(labels, r.labels.toMap()); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(annotations, r.annotations.toMap()); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+	interned := func(p pairs) []string {
+		var keys []string
+		for _, h := range p.shared {
+			keys = append(keys, h.Value().key)
+		}
+		return keys
+	}
+	if diff := cmp.Diff([]string{"empty", "kubernetes.io/os"}, interned(r.labels)); diff != "" {
+		t.Errorf("interned labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"hub-node-metadata.openshift.io/owned-labels"}, interned(r.annotations)); diff != "" {
+		t.Errorf("interned annotations (-want +got):\n%s", diff)
+	}
+	if (pairs{}).toMap() != nil {
+		t.Error("no pairs read back as a non-nil map")
 	}
 }

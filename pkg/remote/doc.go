@@ -96,7 +96,8 @@
 // resourceVersion, labels, this controller's and nodelink's annotations, deletionTimestamp,
 // taints, providerID; for a Machine also its owners, spec.metadata.labels, nodeRef's name and
 // phase), with each label an 8-byte handle to an interned key=value pair, since most pairs
-// repeat across a fleet. Reads return new objects built from the records, so cached objects are
+// repeat across a fleet; the pairs that are one object's own (its hostname label, nodelink's
+// annotation) are packed into one string instead, as interning them would cost more. Reads return new objects built from the records, so cached objects are
 // incomplete: compute patches, never Update from them. Updates that change nothing in the
 // record (Node heartbeats) are not notified. The codecs are shared by every connection; each
 // kind's REST client serves the cache and the Spoke's live reads and patches alike.

@@ -2,13 +2,17 @@ package remote
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"iter"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"unique"
+	"unsafe"
 
 	"github.com/go-logr/logr"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -368,8 +372,8 @@ func (r *record) shareWith(old *record) (differs bool) {
 	eq := equality.Semantic.DeepEqual
 	differs = share(&r.name, old.name, r.name == old.name)
 	differs = share(&r.uid, old.uid, r.uid == old.uid) || differs
-	differs = share(&r.labels, old.labels, slices.Equal(r.labels, old.labels)) || differs
-	differs = share(&r.annotations, old.annotations, slices.Equal(r.annotations, old.annotations)) || differs
+	differs = share(&r.labels, old.labels, r.labels.equal(old.labels)) || differs
+	differs = share(&r.annotations, old.annotations, r.annotations.equal(old.annotations)) || differs
 	differs = share(&r.deletion, old.deletion, eq(r.deletion, old.deletion)) || differs
 	differs = share(&r.taints, old.taints, eq(r.taints, old.taints)) || differs
 	differs = share(&r.providerID, old.providerID, eq(r.providerID, old.providerID)) || differs
@@ -389,7 +393,7 @@ func (m *machineFields) equal(o *machineFields) bool {
 		return m == o
 	}
 	eq := equality.Semantic.DeepEqual
-	return m.nodeName == o.nodeName && slices.Equal(m.nodeLabels, o.nodeLabels) && eq(m.owners, o.owners) && eq(m.phase, o.phase)
+	return m.nodeName == o.nodeName && m.nodeLabels.equal(o.nodeLabels) && eq(m.owners, o.owners) && eq(m.phase, o.phase)
 }
 
 func (r *record) meta(namespace string) metav1.ObjectMeta {
@@ -463,26 +467,59 @@ func intern(s string) string {
 
 func interned[T ~string](s T) T { return T(intern(string(s))) }
 
-// pairs is a string map held as interned key=value pairs sorted by key: 8 bytes a label (a
-// handle to the one copy of that pair the process holds), where two strings would take 32 and
-// a small Go map about twice that. Most pairs repeat across the Nodes and Machines of a
-// fleet (role, instance type, zone, pool labels); a pair found once (a hostname) costs its
-// one copy, as an interned string would.
-type pairs []unique.Handle[pair]
+// pairs is a string map held sorted by key in two parts. A pair that repeats across the Nodes
+// and Machines of a fleet (role, instance type, zone, pool labels) is interned: 8 bytes a
+// label, a handle to the one copy of that pair the process holds, where two strings would take
+// 32 and a small Go map about twice that. A pair that is one object's own (ownPair: its
+// hostname label, its nodelink annotation) would be found once, and an entry of the unique map
+// costs about 270 bytes in 8 heap objects (measured with Go 1.26), so those are packed into
+// own, one string: each key and value behind its length as a uvarint.
+type pairs struct {
+	shared []unique.Handle[pair]
+	own    string
+}
 
 type pair struct{ key, value string }
 
+func (p pairs) equal(o pairs) bool { return p.own == o.own && slices.Equal(p.shared, o.shared) }
+
+// all yields every pair: the interned ones, then the object's own.
+func (p pairs) all() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, h := range p.shared {
+			kv := h.Value()
+			if !yield(kv.key, kv.value) {
+				return
+			}
+		}
+		for rest := p.own; rest != ""; {
+			var k, v string
+			k, rest = nextField(rest)
+			v, rest = nextField(rest)
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
 // toMap returns a new map the caller owns (nil when empty).
 func (p pairs) toMap() map[string]string {
-	if len(p) == 0 {
+	if len(p.shared) == 0 && p.own == "" {
 		return nil
 	}
-	m := make(map[string]string, len(p))
-	for _, h := range p {
-		kv := h.Value()
-		m[kv.key] = kv.value
-	}
-	return m
+	return maps.Collect(p.all())
+}
+
+// appendField appends s behind its length.
+func appendField(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// nextField reads what appendField wrote at the start of packed and returns it, and the rest.
+func nextField(packed string) (field, rest string) {
+	n, w := binary.Uvarint(unsafe.Slice(unsafe.StringData(packed), len(packed))) // read, never written
+	return packed[w : w+int(n)], packed[w+int(n):]
 }
 
 func cloneTaints(in []corev1.Taint) []corev1.Taint {
