@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -59,6 +60,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	}
 	cfg.Dial = cn.dials.wrap(p.cfg.Dial)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		noHeaderTables(rt)
 		return &guardTransport{
 			next:    rt,
 			host:    u.Host,
@@ -96,6 +98,34 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 		timeout: c.opts.RequestTimeout,
 	}
 	return cn, nil
+}
+
+// headerTableSize is the HTTP/2 header compression table (HPACK's dynamic table) of a spoke
+// connection, each way: 1 byte, which holds no entry, so neither side keeps one. At the
+// default 4 KiB, each table fills with the headers of the connection's few requests and their
+// answers (a unique Audit-Id each time), about 6 KiB a connection in all; a connection carries
+// a handful of requests an hour (watch renewals), so indexing saves nothing worth that. x/net
+// reads 0 as its default, hence 1.
+const headerTableSize = 1
+
+// noHeaderTables sets headerTableSize on the *http.Transport under rt, which client-go made
+// for this connection alone (its cache key holds the config's own Dial).
+func noHeaderTables(rt http.RoundTripper) {
+	for rt != nil {
+		if t, ok := rt.(*http.Transport); ok {
+			if t.HTTP2 == nil {
+				t.HTTP2 = &http.HTTP2Config{}
+			}
+			t.HTTP2.MaxDecoderHeaderTableSize = headerTableSize
+			t.HTTP2.MaxEncoderHeaderTableSize = headerTableSize
+			return
+		}
+		w, ok := rt.(utilnet.RoundTripperWrapper)
+		if !ok {
+			return
+		}
+		rt = w.WrappedRoundTripper()
+	}
 }
 
 // observe is called by the guard transport after each request that left the hub, and when a

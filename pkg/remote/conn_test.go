@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
 )
 
 func TestConnObserveAuthFailures(t *testing.T) {
@@ -54,4 +57,34 @@ func TestBackoffIsExponentialWithJitterAndCapped(t *testing.T) {
 			t.Errorf("step %d = %d, want in [%d, %d]", i, d, base, int64(float64(base)*(1+backoffJitter)))
 		}
 	}
+}
+
+// A spoke connection's HTTP/2 transport keeps no header compression table either way.
+func TestConnHasNoHeaderTables(t *testing.T) {
+	c := NewManager(hubReader(), fastOptions())
+	cn, err := c.newConn(types.NamespacedName{Namespace: "ns", Name: "cd"}, &prepared{cfg: &rest.Config{Host: "https://127.0.0.1:6443",
+		TLSClientConfig: rest.TLSClientConfig{CAData: selfSignedPEM(t)}, BearerToken: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rt http.RoundTripper = cn.http.Transport
+	for rt != nil {
+		switch w := rt.(type) {
+		case *http.Transport:
+			if w.HTTP2 == nil || w.HTTP2.MaxDecoderHeaderTableSize != headerTableSize || w.HTTP2.MaxEncoderHeaderTableSize != headerTableSize {
+				t.Fatalf("HTTP/2 config %+v, want both header tables of %d byte", w.HTTP2, headerTableSize)
+			}
+			if w.TLSNextProto["h2"] == nil {
+				t.Fatal("the transport does not speak HTTP/2")
+			}
+			return
+		case *guardTransport:
+			rt = w.next
+		case utilnet.RoundTripperWrapper:
+			rt = w.WrappedRoundTripper()
+		default:
+			t.Fatalf("%T wraps no transport the test knows", rt)
+		}
+	}
+	t.Fatal("no *http.Transport under the connection's client")
 }
