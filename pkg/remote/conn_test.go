@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -8,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/rest"
 )
 
 func TestConnObserveAuthFailures(t *testing.T) {
@@ -59,32 +59,41 @@ func TestBackoffIsExponentialWithJitterAndCapped(t *testing.T) {
 	}
 }
 
-// A spoke connection's HTTP/2 transport keeps no header compression table either way.
-func TestConnHasNoHeaderTables(t *testing.T) {
-	c := NewManager(hubReader(), fastOptions())
-	cn, err := c.newConn(types.NamespacedName{Namespace: "ns", Name: "cd"}, &prepared{cfg: &rest.Config{Host: "https://127.0.0.1:6443",
-		TLSClientConfig: rest.TLSClientConfig{CAData: selfSignedPEM(t)}, BearerToken: "t"}})
+// A spoke connection has a transport of its own, outside client-go's TLS transport cache (whose
+// key would hold one more copy of the kubeconfig's CA, certificate and key), and its HTTP/2
+// connection keeps no header compression table either way.
+func TestConnTransportIsPrivateWithoutHeaderTables(t *testing.T) {
+	kc := kubeconfigBytes(t, "https://127.0.0.1:6443", selfSignedPEM(t), "token", nil)
+	opts := fastOptions().withDefaults()
+	p, err := prepare(context.Background(), hubReader(kubeconfigSecret(kc)), targetFor(eligibleCD()), &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rt http.RoundTripper = cn.http.Transport
-	for rt != nil {
+	cn, err := NewManager(hubReader(), fastOptions()).newConn(types.NamespacedName{Namespace: testNamespace, Name: testCDName}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// client-go's wrappers (user agent, credentials) go around newConn's guard, and the guard
+	// around what client-go built.
+	var under http.RoundTripper
+	for rt := http.RoundTripper(cn.http.Transport); under == nil; {
 		switch w := rt.(type) {
-		case *http.Transport:
-			if w.HTTP2 == nil || w.HTTP2.MaxDecoderHeaderTableSize != headerTableSize || w.HTTP2.MaxEncoderHeaderTableSize != headerTableSize {
-				t.Fatalf("HTTP/2 config %+v, want both header tables of %d byte", w.HTTP2, headerTableSize)
-			}
-			if w.TLSNextProto["h2"] == nil {
-				t.Fatal("the transport does not speak HTTP/2")
-			}
-			return
 		case *guardTransport:
-			rt = w.next
+			under = w.next
 		case utilnet.RoundTripperWrapper:
 			rt = w.WrappedRoundTripper()
 		default:
 			t.Fatalf("%T wraps no transport the test knows", rt)
 		}
 	}
-	t.Fatal("no *http.Transport under the connection's client")
+	tr, ok := under.(*http.Transport)
+	if !ok {
+		t.Fatalf("the connection's transport is a %T, not a private *http.Transport", under)
+	}
+	if tr.HTTP2 == nil || tr.HTTP2.MaxDecoderHeaderTableSize != headerTableSize || tr.HTTP2.MaxEncoderHeaderTableSize != headerTableSize {
+		t.Fatalf("HTTP/2 config %+v, want both header tables of %d byte", tr.HTTP2, headerTableSize)
+	}
+	if tr.TLSNextProto["h2"] == nil {
+		t.Fatal("the transport does not speak HTTP/2")
+	}
 }

@@ -172,10 +172,16 @@ func restConfigFromKubeconfig(data []byte, t target, opts *Options) (*rest.Confi
 		}
 		// The override means "this TCP peer"; an environment proxy would defeat it.
 		cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	} else {
+		// client-go's own default, set here because client-go's TLS transport cache does not
+		// cache a config with a Proxy: each connection gets a private transport (see Dial
+		// below) and no cache entry, whose key would hold one more copy of the kubeconfig's
+		// CA, certificate and key for as long as the connection lives.
+		cfg.Proxy = http.ProxyFromEnvironment
 	}
-	// A custom Dial also makes client-go build a private transport for this connection (its
-	// TLS transport cache does not cache configs with a dialer), so tearing the connection
-	// down and closing its idle connections leaves nothing behind.
+	// A custom Dial (and the Proxy above) make client-go build a private transport for this
+	// connection, so tearing the connection down and closing its idle connections leaves
+	// nothing behind.
 	cfg.Dial = dial
 	cfg.Timeout = opts.RequestTimeout
 	cfg.QPS = opts.QPS

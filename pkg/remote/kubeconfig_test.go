@@ -2,6 +2,9 @@ package remote
 
 import (
 	"context"
+	"net/http"
+	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -124,8 +127,14 @@ func TestPrepare(t *testing.T) {
 			if cfg.Dial == nil {
 				t.Errorf("no dialer: the transport would be shared through client-go's TLS cache")
 			}
-			if (tc.cd.Spec.ControlPlaneConfig.APIServerIPOverride != "") != (cfg.Proxy != nil) {
-				t.Errorf("proxy must be disabled exactly when dialing an IP override")
+			// client-go's default proxy, set so that client-go does not cache the transport;
+			// none when dialing an IP override.
+			envProxy := reflect.ValueOf(cfg.Proxy).Pointer() == reflect.ValueOf(http.ProxyFromEnvironment).Pointer()
+			if override := tc.cd.Spec.ControlPlaneConfig.APIServerIPOverride != ""; override == envProxy {
+				t.Errorf("proxy must be the environment's, except when dialing an IP override (override %v)", override)
+			}
+			if u, err := cfg.Proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: "api.example.com"}}); !envProxy && (u != nil || err != nil) {
+				t.Errorf("proxy with an IP override: %v, %v; want none", u, err)
 			}
 		})
 	}
