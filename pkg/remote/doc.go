@@ -97,10 +97,12 @@
 // taints, providerID; for a Machine also its owners, spec.metadata.labels, nodeRef's name and
 // phase), with each label an 8-byte handle to an interned key=value pair, since most pairs
 // repeat across a fleet; the pairs that are one object's own (its hostname label, nodelink's
-// annotation) are packed into one string instead, as interning them would cost more. Reads return new objects built from the records, so cached objects are
-// incomplete: compute patches, never Update from them. Updates that change nothing in the
-// record (Node heartbeats) are not notified. The codecs are shared by every connection; each
-// kind's REST client serves the cache and the Spoke's live reads and patches alike.
+// annotation) are packed into one string instead, as interning them would cost more. Reads
+// return new objects built from the records, so cached objects are incomplete: compute
+// patches, never Update from them. An update keeps the fields it did not change in the old
+// record's memory, and one that changes nothing in the record (a Node heartbeat) is not
+// notified. The codecs are shared by every connection; each kind's REST client serves the
+// cache and the Spoke's live reads and patches alike.
 //
 // # Notifications
 //
