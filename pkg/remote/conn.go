@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -251,6 +252,45 @@ type trackedConn struct {
 	net.Conn
 	d    *dialTracker
 	once atomic.Bool
+	recordReads
+}
+
+// Read reads no further than the end of the TLS record the connection is in (recordReads).
+func (t *trackedConn) Read(p []byte) (int, error) { return t.recordReads.read(t.Conn, p) }
+
+// recordReads hands crypto/tls one TLS record at a time: a read stops at the end of the
+// record's 5-byte header, then at the end of its body. crypto/tls reads a record into its
+// rawInput buffer and, as a best effort to see a closing alert early, asks for as much as the
+// buffer has room for; a read that brings part of the next record leaves too little room for
+// the record after it, and the buffer doubles. It never shrinks. A spoke connection's lists
+// arrive in full 16 KiB records, and its buffer grew to about 45 KiB (make bench's heap
+// profile at 2,000 clusters, 2026-11-25); read a record at a time it stops at 32 KiB, the
+// doubling from 16 KiB that one full record needs. The parse only ever shortens a read, so a
+// byte stream that is not TLS records (a proxy's CONNECT answer) still reads correctly.
+type recordReads struct {
+	header [5]byte
+	inHdr  int // bytes of the next record's header read so far
+	left   int // bytes of the current record's body not yet read
+}
+
+func (r *recordReads) read(c io.Reader, p []byte) (int, error) {
+	if r.left == 0 {
+		if len(p) > len(r.header)-r.inHdr {
+			p = p[:len(r.header)-r.inHdr]
+		}
+		n, err := c.Read(p)
+		r.inHdr += copy(r.header[r.inHdr:], p[:n])
+		if r.inHdr == len(r.header) {
+			r.inHdr, r.left = 0, int(binary.BigEndian.Uint16(r.header[3:5]))
+		}
+		return n, err
+	}
+	if len(p) > r.left {
+		p = p[:r.left]
+	}
+	n, err := c.Read(p)
+	r.left -= n
+	return n, err
 }
 
 func (t *trackedConn) Close() error {
