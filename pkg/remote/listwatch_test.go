@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -197,3 +202,50 @@ func TestKindLoop(t *testing.T) {
 		})
 	}
 }
+
+// A watch reaches the transport as the request streamWatch made, with client-go's user agent
+// and bearer token already on it: a wrapper that had to add either would send a clone, which
+// x/net keeps for as long as the watch is open.
+func TestStreamWatchRequestIsNotCloned(t *testing.T) {
+	cfg := &rest.Config{Host: "https://spoke.example:6443", BearerToken: "t0ken", UserAgent: UserAgent}
+	var inner *http.Request
+	cfg.WrapTransport = func(http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			inner = req
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {runtime.ContentTypeJSON}}, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+		})
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outer *http.Request
+	under := hc.Transport
+	hc.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		outer = req
+		return under.RoundTrip(req)
+	})
+	codecs := serializer.NewCodecFactory(scheme.Scheme)
+	request := func(o *metav1.ListOptions) *rest.Request {
+		return rest.NewRequestWithClient(&url.URL{Scheme: "https", Host: "spoke.example:6443"}, "", rest.ClientContentConfig{}, nil).
+			AbsPath("/api/v1/nodes").VersionedParams(o, metav1.ParameterCodec)
+	}
+	watch := streamWatch(hc, nil, runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion),
+		watchHeader(cfg, runtime.ContentTypeJSON), request, nil)
+	d, err := watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if inner == nil || inner != outer {
+		t.Fatalf("the transport got a clone of the watch request (%p, sent %p): a wrapper added a header", inner, outer)
+	}
+	want := http.Header{"Accept": {runtime.ContentTypeJSON}, "User-Agent": {UserAgent}, "Authorization": {"Bearer t0ken"}}
+	if diff := cmp.Diff(want, inner.Header); diff != "" {
+		t.Errorf("watch request header (-want +got):\n%s", diff)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -131,11 +131,29 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 		default:
 			return nil, fmt.Errorf("no list for %s", k.gvk)
 		}
-		loop.watch = streamWatch(hc, cfg.RateLimiter, neg, k.accept, request, events)
+		loop.watch = streamWatch(hc, cfg.RateLimiter, neg, watchHeader(cfg, k.accept), request, events)
 		sc.stores = append(sc.stores, st)
 		sc.loops = append(sc.loops, loop)
 	}
 	return sc, nil
+}
+
+// watchHeader is the header of a kind's watches: its Accept, and the user agent and bearer
+// token that client-go's transport wrappers would add. A wrapper that adds a header clones
+// the request first, and x/net keeps the request it was given for as long as the stream is
+// open: with a token, two clones of each watch request (about 1.5 KiB a watch, 9 MiB at
+// 2,000 clusters in make bench's heap profile) lived as long as the watch. With the headers
+// already there, the wrappers pass the request on as it is. A token can only be inline (a
+// kubeconfig naming a token file is refused), so it never changes under a connection.
+func watchHeader(cfg *rest.Config, accept string) http.Header {
+	h := http.Header{"Accept": {accept}}
+	if cfg.UserAgent != "" {
+		h.Set("User-Agent", cfg.UserAgent)
+	}
+	if cfg.BearerToken != "" {
+		h.Set("Authorization", "Bearer "+cfg.BearerToken)
+	}
+	return h
 }
 
 // Start runs the loops until ctx is done (the last one in the calling goroutine).
