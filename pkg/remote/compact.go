@@ -29,16 +29,16 @@ import (
 func compact(obj any) (*record, error) {
 	switch o := obj.(type) {
 	case *corev1.Node:
-		r := compactMeta(&o.ObjectMeta, true)
+		r := compactMeta(&o.ObjectMeta, true, o.Spec.ProviderID)
 		r.taints = internTaints(o.Spec.Taints)
-		if p := o.Spec.ProviderID; p != "" {
-			r.providerID = &p // a copy: a pointer into o would keep the whole decoded Node alive
-		}
 		return r, nil
 	case *machinev1beta1.Machine:
-		r := compactMeta(&o.ObjectMeta, true)
+		var providerID string
+		if o.Spec.ProviderID != nil {
+			providerID = *o.Spec.ProviderID // nil and "" mean the same to the planner
+		}
+		r := compactMeta(&o.ObjectMeta, true, providerID)
 		r.taints = internTaints(o.Spec.Taints)
-		r.providerID = clonePtr(o.Spec.ProviderID)
 		mf := &machineFields{nodeLabels: pairsOf(o.Spec.ObjectMeta.Labels, nil, o.Name)}
 		if len(o.OwnerReferences) > 0 {
 			mf.owners = make([]metav1.OwnerReference, len(o.OwnerReferences))
@@ -59,23 +59,21 @@ func compact(obj any) (*record, error) {
 		r.machine = mf
 		return r, nil
 	case *machinev1beta1.MachineSet: // kept as its metadata is (the cache watches only that)
-		return compactMeta(&o.ObjectMeta, false), nil
+		return compactMeta(&o.ObjectMeta, false, ""), nil
 	case *metav1.PartialObjectMetadata: // a MachineSet's metadata
-		return compactMeta(&o.ObjectMeta, false), nil
+		return compactMeta(&o.ObjectMeta, false, ""), nil
 	}
 	return nil, fmt.Errorf("unexpected %T in the spoke cache", obj)
 }
 
-// compactMeta keeps the metadata every kind's record has; annotations only when asked (the
-// planner reads none of a MachineSet's).
-func compactMeta(m *metav1.ObjectMeta, annotations bool) *record {
+// compactMeta keeps the metadata every kind's record has, and providerID; annotations only
+// when asked (the planner reads none of a MachineSet's).
+func compactMeta(m *metav1.ObjectMeta, annotations bool, providerID string) *record {
 	r := &record{
-		name:     m.Name,
-		uid:      string(m.UID),
-		rv:       m.ResourceVersion,
 		labels:   pairsOf(m.Labels, nil, m.Name),
 		deletion: m.DeletionTimestamp.DeepCopy(),
 	}
+	r.setIdentity(m.Name, string(m.UID), m.ResourceVersion, providerID)
 	if annotations {
 		r.annotations = pairsOf(m.Annotations, keptAnnotation, m.Name)
 	}

@@ -115,7 +115,7 @@ func TestCompact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !r.sameContent(r2) || r.rv != r2.rv {
+			if !r.sameContent(r2) || r.resourceVersion() != r2.resourceVersion() {
 				t.Errorf("not idempotent: %+v then %+v", r, r2)
 			}
 		})
@@ -216,15 +216,15 @@ func TestShareWithKeepsUnchangedFields(t *testing.T) {
 	if heartbeat.shareWith(old) {
 		t.Error("a heartbeat differs from the old record")
 	}
-	if unsafe.StringData(heartbeat.name) != unsafe.StringData(old.name) || unsafe.StringData(heartbeat.uid) != unsafe.StringData(old.uid) ||
+	if unsafe.StringData(heartbeat.id) != unsafe.StringData(old.id) ||
 		&heartbeat.labels.shared[0] != &old.labels.shared[0] || &heartbeat.annotations.shared[0] != &old.annotations.shared[0] ||
 		unsafe.StringData(heartbeat.labels.own) != unsafe.StringData(old.labels.own) ||
 		unsafe.StringData(heartbeat.annotations.own) != unsafe.StringData(old.annotations.own) ||
-		&heartbeat.taints[0] != &old.taints[0] || heartbeat.providerID != old.providerID {
+		&heartbeat.taints[0] != &old.taints[0] {
 		t.Errorf("a heartbeat's record keeps its own copies: %+v, old %+v", heartbeat, old)
 	}
-	if heartbeat.rv != "2" {
-		t.Errorf("resourceVersion %q, want the update's", heartbeat.rv)
+	if got := heartbeat.resourceVersion(); got != "2" {
+		t.Errorf("resourceVersion %q, want the update's", got)
 	}
 
 	relabelled, _ := compact(node("3", map[string]string{"a": "c"}))
@@ -273,5 +273,42 @@ func TestPairsPackAnObjectsOwnPairs(t *testing.T) {
 	}
 	if (pairs{}).toMap() != nil {
 		t.Error("no pairs read back as a non-nil map")
+	}
+}
+
+// A record keeps any resourceVersion as it came: a canonical decimal as a number, anything
+// else (the API promises only an opaque string) in its id; and a heartbeat that changes only
+// a resourceVersion that is not a number is still no change of content.
+func TestRecordIdentity(t *testing.T) {
+	for _, rv := range []string{"1", "18446744073709551615", "0", "007", "abc", "", "18446744073709551616"} {
+		for _, providerID := range []string{"", "aws:///us-east-1a/i-0123456789abcdef0"} {
+			var r record
+			r.setIdentity("node-a", "0b6c2f9e-2f53-4d8c-9d3a-1f0e5b7c8a90", rv, providerID)
+			name, uid, gotProviderID, _ := r.identity()
+			got := []string{name, uid, r.resourceVersion(), gotProviderID}
+			want := []string{"node-a", "0b6c2f9e-2f53-4d8c-9d3a-1f0e5b7c8a90", rv, providerID}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("rv %q, providerID %q: name, uid, resourceVersion, providerID (-want +got):\n%s", rv, providerID, diff)
+			}
+			if r.name() != "node-a" {
+				t.Errorf("name() = %q", r.name())
+			}
+		}
+	}
+	node := func(rv string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", ResourceVersion: rv}, Spec: corev1.NodeSpec{ProviderID: "p"}}
+	}
+	a, _ := compact(node("v1"))
+	b, _ := compact(node("v2"))
+	if b.shareWith(a) {
+		t.Error("a heartbeat with an opaque resourceVersion differs from the old record")
+	}
+	if got := b.resourceVersion(); got != "v2" {
+		t.Errorf("resourceVersion %q after shareWith, want v2", got)
+	}
+	c, _ := compact(node("3"))
+	d, _ := compact(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "4"}, Spec: corev1.NodeSpec{ProviderID: "p"}})
+	if !d.shareWith(c) {
+		t.Error("a new uid (the Node deleted and made again) is no difference")
 	}
 }

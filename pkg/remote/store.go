@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unique"
@@ -241,7 +242,7 @@ func (sc *spokeCache) List(_ context.Context, list client.ObjectList, opts ...cl
 		}
 	}
 	st.mu.RUnlock()
-	slices.SortFunc(recs, func(a, b *record) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(recs, func(a, b *record) int { return strings.Compare(a.name(), b.name()) })
 	switch l := list.(type) {
 	case *corev1.NodeList:
 		l.Items = make([]corev1.Node, len(recs))
@@ -288,9 +289,10 @@ func (s *kindStore) Add(obj any) error {
 		return err
 	}
 	s.mu.Lock()
-	old := s.items[r.name]
+	name := r.name()
+	old := s.items[name]
 	differs := old == nil || r.shareWith(old)
-	s.items[r.name] = r
+	s.items[name] = r
 	s.mu.Unlock()
 	if differs {
 		s.changed()
@@ -327,10 +329,11 @@ func (s *kindStore) Replace(list []any, _ string) error {
 		if err != nil {
 			return err
 		}
-		if o := old[r.name]; o == nil || r.shareWith(o) {
+		name := r.name()
+		if o := old[name]; o == nil || r.shareWith(o) {
 			differs = true
 		}
-		items[r.name] = r
+		items[name] = r
 	}
 	s.mu.Lock()
 	s.items = items
@@ -355,13 +358,53 @@ func (s *kindStore) changed() {
 // planner reads, with label and annotation strings interned (keys and most values repeat
 // across every Node of a fleet). Fields a kind does not have stay empty.
 type record struct {
-	name, uid, rv string
-	labels        pairs
-	annotations   pairs // only those keptAnnotation keeps
-	deletion      *metav1.Time
-	taints        []corev1.Taint // Node spec.taints, Machine spec.taints
-	providerID    *string        // Node spec.providerID (nil when empty), Machine spec.providerID
-	machine       *machineFields // Machine only: Nodes and MachineSets do not pay for these
+	// id packs the object's name, uid and providerID, each behind its length (appendField),
+	// into one string made here: one allocation a record instead of three strings that
+	// point into the decoded object's memory, all of which an update keeps (shareWith).
+	id string
+	// rv is the resourceVersion when it is a canonical decimal (etcd's always are); 0 when it
+	// is not, and then id holds it as a fourth field.
+	rv          uint64
+	labels      pairs
+	annotations pairs // only those keptAnnotation keeps
+	deletion    *metav1.Time
+	taints      []corev1.Taint // Node spec.taints, Machine spec.taints
+	machine     *machineFields // Machine only: Nodes and MachineSets do not pay for these
+}
+
+// setIdentity sets id and rv.
+func (r *record) setIdentity(name, uid, rv, providerID string) {
+	b := make([]byte, 0, 4+len(name)+len(uid)+len(providerID))
+	b = appendField(appendField(appendField(b, name), uid), providerID)
+	r.rv = 0
+	if n, err := strconv.ParseUint(rv, 10, 64); err == nil && n != 0 && strconv.FormatUint(n, 10) == rv {
+		r.rv = n
+	} else {
+		b = appendField(b, rv)
+	}
+	r.id = unsafe.String(unsafe.SliceData(b), len(b)) // b is this record's alone, and never written again
+}
+
+// identity returns the fields of id.
+func (r *record) identity() (name, uid, providerID, rest string) {
+	name, rest = nextField(r.id)
+	uid, rest = nextField(rest)
+	providerID, rest = nextField(rest)
+	return name, uid, providerID, rest
+}
+
+func (r *record) name() string {
+	name, _ := nextField(r.id)
+	return name
+}
+
+func (r *record) resourceVersion() string {
+	if r.rv != 0 {
+		return strconv.FormatUint(r.rv, 10)
+	}
+	_, _, _, rest := r.identity()
+	rv, _ := nextField(rest)
+	return rv
 }
 
 // machineFields are what a record keeps of a Machine beyond what every kind has.
@@ -388,13 +431,14 @@ func (r *record) sameContent(o *record) bool {
 // change on a fleet in sync, a few labels and one annotation of each object.)
 func (r *record) shareWith(old *record) (differs bool) {
 	eq := equality.Semantic.DeepEqual
-	differs = share(&r.name, old.name, r.name == old.name)
-	differs = share(&r.uid, old.uid, r.uid == old.uid) || differs
+	name, uid, providerID, _ := r.identity()
+	oldName, oldUID, oldProviderID, _ := old.identity()
+	differs = name != oldName || uid != oldUID || providerID != oldProviderID
+	share(&r.id, old.id, r.id == old.id) // differs only in a resourceVersion that is not a number
 	differs = share(&r.labels, old.labels, r.labels.equal(old.labels)) || differs
 	differs = share(&r.annotations, old.annotations, r.annotations.equal(old.annotations)) || differs
 	differs = share(&r.deletion, old.deletion, eq(r.deletion, old.deletion)) || differs
 	differs = share(&r.taints, old.taints, eq(r.taints, old.taints)) || differs
-	differs = share(&r.providerID, old.providerID, eq(r.providerID, old.providerID)) || differs
 	return share(&r.machine, old.machine, r.machine.equal(old.machine)) || differs
 }
 
@@ -415,11 +459,12 @@ func (m *machineFields) equal(o *machineFields) bool {
 }
 
 func (r *record) meta(namespace string) metav1.ObjectMeta {
+	name, uid, _, _ := r.identity()
 	m := metav1.ObjectMeta{
 		Namespace:       namespace,
-		Name:            r.name,
-		UID:             types.UID(r.uid),
-		ResourceVersion: r.rv,
+		Name:            name,
+		UID:             types.UID(uid),
+		ResourceVersion: r.resourceVersion(),
 		Labels:          r.labels.toMap(),
 		Annotations:     r.annotations.toMap(),
 	}
@@ -434,9 +479,7 @@ func (r *record) asNode() corev1.Node {
 		ObjectMeta: r.meta(""),
 		Spec:       corev1.NodeSpec{Taints: cloneTaints(r.taints)},
 	}
-	if r.providerID != nil {
-		n.Spec.ProviderID = *r.providerID
-	}
+	_, _, n.Spec.ProviderID, _ = r.identity()
 	return n
 }
 
@@ -445,9 +488,11 @@ func (r *record) asMachine() machinev1beta1.Machine {
 		TypeMeta:   metav1.TypeMeta{APIVersion: gvkMachine.GroupVersion().String(), Kind: gvkMachine.Kind},
 		ObjectMeta: r.meta(MachineAPINamespace),
 		Spec: machinev1beta1.MachineSpec{
-			Taints:     cloneTaints(r.taints),
-			ProviderID: clonePtr(r.providerID),
+			Taints: cloneTaints(r.taints),
 		},
+	}
+	if _, _, providerID, _ := r.identity(); providerID != "" {
+		m.Spec.ProviderID = &providerID
 	}
 	mf := r.machine
 	if mf == nil {
