@@ -176,7 +176,7 @@ func (b *bench) startController(ctx context.Context, name string, extra ...strin
 	args = append(args, b.overrides()...)
 	args = append(args, extra...)
 	p.cmd = exec.Command(b.cfg.ControllerCommand[0], args...)
-	p.cmd.Env = append(os.Environ(), b.cfg.ControllerEnv...)
+	p.cmd.Env = append(append(os.Environ(), b.deployEnv...), b.cfg.ControllerEnv...)
 	if b.memLimit != "" {
 		p.cmd.Env = append(p.cmd.Env, "GOMEMLIMIT="+b.memLimit)
 	} else {
@@ -411,23 +411,36 @@ func controllerKubeconfig(path string, admin *rest.Config, user string) error {
 	return clientcmd.WriteToFile(*kc, path)
 }
 
-// deploymentMemoryLimit returns the memory limit of config/hub's manager container, in bytes.
-// hub-controller sets its soft limit to fleet.MemoryLimitRatio of it; the benchmark's controller
-// runs outside that container's cgroup, so the benchmark passes that soft limit as GOMEMLIMIT
-// (which fleet.SetMemoryLimit leaves as it is).
-func deploymentMemoryLimit(rendered []byte) (int64, error) {
+// managerContainer returns config/hub's rendered Deployment and its manager container.
+func managerContainer(rendered []byte) (*appsv1.Deployment, *corev1.Container, error) {
 	for _, doc := range strings.Split(string(rendered), "\n---\n") {
 		d := &appsv1.Deployment{}
 		if err := yaml.Unmarshal([]byte(doc), d); err != nil || d.Kind != "Deployment" {
 			continue
 		}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == "manager" {
-				return q.Value(), nil
+		for i, c := range d.Spec.Template.Spec.Containers {
+			if c.Name == "manager" {
+				return d, &d.Spec.Template.Spec.Containers[i], nil
 			}
 		}
 	}
-	return 0, errors.New("config/hub: no Deployment with a manager container and a memory limit")
+	return nil, nil, errors.New("config/hub: no Deployment with a manager container")
+}
+
+// deploymentMemoryLimit returns the memory limit of config/hub's manager container, in bytes.
+// hub-controller sets its soft limit to fleet.MemoryLimitRatio of it; the benchmark's controller
+// runs outside that container's cgroup, so the benchmark passes that soft limit as GOMEMLIMIT
+// (which fleet.SetMemoryLimit leaves as it is).
+func deploymentMemoryLimit(rendered []byte) (int64, error) {
+	_, c, err := managerContainer(rendered)
+	if err != nil {
+		return 0, err
+	}
+	q, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		return 0, errors.New("config/hub: the manager container has no memory limit")
+	}
+	return q.Value(), nil
 }
 
 // deploymentArgs returns the manager container's args in config/hub's
@@ -435,29 +448,40 @@ func deploymentMemoryLimit(rendered []byte) (int64, error) {
 // benchmark picks free ports), plus the Lease namespace a pod would take from
 // its own namespace.
 func deploymentArgs(rendered []byte) ([]string, error) {
-	for _, doc := range strings.Split(string(rendered), "\n---\n") {
-		d := &appsv1.Deployment{}
-		if err := yaml.Unmarshal([]byte(doc), d); err != nil || d.Kind != "Deployment" {
+	d, c, err := managerContainer(rendered)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range c.Args {
+		if a == "run" || strings.HasPrefix(a, "--metrics-bind-address") || strings.HasPrefix(a, "--health-probe-bind-address") {
 			continue
 		}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			if c.Name != "manager" {
-				continue
-			}
-			var out []string
-			for _, a := range c.Args {
-				if a == "run" || strings.HasPrefix(a, "--metrics-bind-address") || strings.HasPrefix(a, "--health-probe-bind-address") {
-					continue
-				}
-				out = append(out, a)
-				if a == "--leader-elect" {
-					out = append(out, "--leader-elect-namespace="+d.Namespace)
-				}
-			}
-			return out, nil
+		out = append(out, a)
+		if a == "--leader-elect" {
+			out = append(out, "--leader-elect-namespace="+d.Namespace)
 		}
 	}
-	return nil, errors.New("config/hub: no Deployment with a manager container")
+	return out, nil
+}
+
+// deploymentEnv returns the manager container's environment in config/hub's rendered
+// Deployment as KEY=VALUE, which every controller process of the benchmark gets (before the
+// run's own -controller-env overrides). A variable taken from elsewhere (valueFrom) cannot be
+// reproduced here, so it is refused rather than left out.
+func deploymentEnv(rendered []byte) ([]string, error) {
+	_, c, err := managerContainer(rendered)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			return nil, fmt.Errorf("config/hub: the manager container's %s comes from valueFrom, which the benchmark cannot reproduce", e.Name)
+		}
+		out = append(out, e.Name+"="+e.Value)
+	}
+	return out, nil
 }
 
 // overrides are the flags this run sets away from hub-controller's defaults.

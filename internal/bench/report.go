@@ -195,7 +195,10 @@ type Report struct {
 		// DeployArgs are the flags config/hub's Deployment gives the controller, which every
 		// controller process of the run gets; Overrides the flags this run changed.
 		DeployArgs []string `json:"deployArgs"`
-		Overrides  []string `json:"overrides"`
+		// DeployEnv is the environment it gives the controller (KEY=VALUE), which every
+		// controller process gets too.
+		DeployEnv []string `json:"deployEnv"`
+		Overrides []string `json:"overrides"`
 	} `json:"config"`
 	Setup struct {
 		FleetStartS float64 `json:"fleetStartS"`
@@ -455,8 +458,8 @@ func (r *Report) Markdown() string {
 	if r.Idle.Resync != "" {
 		overrides = append(overrides, "--resync-period="+r.Idle.Resync+" for the at-rest step only (§1a)")
 	}
-	p("Every controller process gets the args of config/hub's Deployment (`%s`; the Lease namespace is the one a pod takes from its own, the bind addresses are the benchmark's) and parses them with the binary's own flag set (`fleet.RunConfig`), so it runs what ships, leader election and the hub client's QPS/burst included. Overrides of this run: %s.\n\n",
-		strings.Join(r.Config.DeployArgs, " "), or(strings.Join(overrides, "; "), "none"))
+	p("Every controller process gets the args of config/hub's Deployment (`%s`; the Lease namespace is the one a pod takes from its own, the bind addresses are the benchmark's) and its environment (`%s`), and parses the args with the binary's own flag set (`fleet.RunConfig`), so it runs what ships, leader election and the hub client's QPS/burst included. Overrides of this run: %s.\n\n",
+		strings.Join(r.Config.DeployArgs, " "), or(strings.Join(r.Config.DeployEnv, " "), "none"), or(strings.Join(overrides, "; "), "none"))
 	p("## Goals\n\n| figure | measured | goal | result |\n| --- | --- | --- | --- |\n")
 	for _, g := range r.Goals {
 		res := "PASS"

@@ -42,6 +42,7 @@ type bench struct {
 	watchCtx       context.Context
 	memLimit       string   // GOMEMLIMIT for the controller, from config/hub's Deployment
 	deployArgs     []string // the controller's flags in config/hub's Deployment
+	deployEnv      []string // its environment there, KEY=VALUE
 	hub            *hubLog  // the hub's audit log of the controllers' requests
 }
 
@@ -135,6 +136,10 @@ func (b *bench) main(ctx context.Context) error {
 	if b.deployArgs, err = deploymentArgs(rendered); err != nil {
 		return err
 	}
+	if b.deployEnv, err = deploymentEnv(rendered); err != nil {
+		return err
+	}
+	b.rep.Config.DeployEnv = b.deployEnv
 	b.rep.Config.DeployArgs, b.rep.Config.Overrides = b.deployArgs, append(b.overrides(), b.envOverrides()...)
 	user, err := f.InstallControllerIdentity(ctx, rendered)
 	if err != nil {
