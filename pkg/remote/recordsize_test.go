@@ -30,7 +30,7 @@ func BenchmarkRecordBytes(b *testing.B) {
 					"topology.kubernetes.io/region": "us-east-1", "topology.kubernetes.io/zone": "us-east-1a", "pool": "infra",
 				},
 				Annotations: map[string]string{
-					"machine.openshift.io/machine":                 "openshift-machine-api/" + name,
+					"machine.openshift.io/machine":                "openshift-machine-api/" + name,
 					"hub-node-metadata.openshift.io/owned-labels": "pool", "hub-node-metadata.openshift.io/owned-taints": "dedicated:NoSchedule",
 					"k8s.ovn.org/node-subnets": `{"default":["10.128.2.0/23"]}`, "volumes.kubernetes.io/controller-managed-attach-detach": "true",
 				},
