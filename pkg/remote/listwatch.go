@@ -171,9 +171,9 @@ func (l *kindLoop) watchFrom(ctx context.Context, rv string) (string, error) {
 
 // streamWatch opens watches with hc, to be read in the caller's goroutine. request builds each
 // one's URL (path and parameters), limiter is waited on as for any request, header is sent
-// with each (a copy), and neg decodes a failed response's Status. events reads the stream:
+// with each, and neg decodes a failed response's Status. events reads the stream:
 // nil reads it as client-go does, with neg's stream decoder for the response's content type.
-func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.ClientNegotiator, header http.Header,
+func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.ClientNegotiator, header watchHeader,
 	request func(o *metav1.ListOptions) *rest.Request, events func(io.ReadCloser) eventDecoder) func(context.Context, metav1.ListOptions) (eventDecoder, error) {
 	return func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error) {
 		o.Watch = true
@@ -181,7 +181,7 @@ func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.C
 		if err != nil {
 			return nil, err
 		}
-		req.Header = header.Clone()
+		req.Header = header.build()
 		if limiter != nil {
 			if err := limiter.Wait(ctx); err != nil {
 				return nil, err

@@ -230,8 +230,9 @@ func TestStreamWatchRequestIsNotCloned(t *testing.T) {
 		return rest.NewRequestWithClient(&url.URL{Scheme: "https", Host: "spoke.example:6443"}, "", rest.ClientContentConfig{}, nil).
 			AbsPath("/api/v1/nodes").VersionedParams(o, metav1.ParameterCodec)
 	}
-	watch := streamWatch(hc, nil, runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion),
-		watchHeader(cfg, runtime.ContentTypeJSON), request, nil)
+	header := newWatchHeader(cfg)
+	header.accept = runtime.ContentTypeJSON
+	watch := streamWatch(hc, nil, runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion), header, request, nil)
 	d, err := watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
