@@ -184,14 +184,14 @@ func TestRecordReadsKeepTLSBufferToOneRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
+		defer func() { _ = ln.Close() }()
 		const total = 1 << 20
 		go func() {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			_, _ = c.Write(make([]byte, total)) // full 16 KiB records once past the first 128 KiB
 		}()
 		raw, err := net.Dial("tcp", ln.Addr().String())
@@ -203,7 +203,7 @@ func TestRecordReadsKeepTLSBufferToOneRecord(t *testing.T) {
 			under = &trackedConn{Conn: raw, d: &dialTracker{conns: map[net.Conn]struct{}{}}}
 		}
 		tc := tls.Client(under, &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "example.com"})
-		defer tc.Close()
+		defer func() { _ = tc.Close() }()
 		if err := tc.Handshake(); err != nil {
 			t.Fatal(err)
 		}
