@@ -307,10 +307,9 @@ func (s *kindStore) Add(obj any) error {
 		return err
 	}
 	s.mu.Lock()
-	name := r.name()
-	old := s.items[name]
+	old := s.items[r.name()]
 	differs := old == nil || r.shareWith(old)
-	s.items[name] = r
+	s.items[r.name()] = r // after shareWith: the key is then cut from the string r keeps
 	s.mu.Unlock()
 	if differs {
 		s.changed()
@@ -347,11 +346,10 @@ func (s *kindStore) Replace(list []any, _ string) error {
 		if err != nil {
 			return err
 		}
-		name := r.name()
-		if o := old[name]; o == nil || r.shareWith(o) {
+		if o := old[r.name()]; o == nil || r.shareWith(o) {
 			differs = true
 		}
-		items[name] = r
+		items[r.name()] = r // after shareWith, as in Add
 	}
 	s.mu.Lock()
 	s.items = items

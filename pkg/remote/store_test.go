@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"testing"
+	"unsafe"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
@@ -94,4 +95,31 @@ func TestSpokeCacheReads(t *testing.T) {
 	if err := sc.List(ctx, nodes, client.MatchingFields{"spec.unschedulable": "true"}); err == nil {
 		t.Error("a field selector was accepted")
 	}
+}
+
+// A store's map key is the name inside the record it maps to, after an update and after a
+// re-list alike: a key cut from an update's own identity string, which shareWith then drops
+// for the old record's, would keep that string alive beside the one the record holds.
+func TestKindStoreKeysShareTheRecordsIdentity(t *testing.T) {
+	st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
+	check := func(step string) {
+		t.Helper()
+		for key, r := range st.items {
+			if unsafe.StringData(key) != unsafe.StringData(r.name()) {
+				t.Errorf("%s: the key %q is a string of its own, not the record's", step, key)
+			}
+		}
+	}
+	if err := st.Replace([]any{testNode("a", "1", nil), testNode("b", "1", nil)}, "1"); err != nil {
+		t.Fatal(err)
+	}
+	check("first list")
+	if err := st.Add(testNode("a", "2", nil)); err != nil {
+		t.Fatal(err)
+	}
+	check("heartbeat")
+	if err := st.Replace([]any{testNode("a", "3", nil), testNode("b", "3", nil)}, "3"); err != nil {
+		t.Fatal(err)
+	}
+	check("re-list")
 }
