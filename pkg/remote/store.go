@@ -388,15 +388,22 @@ type record struct {
 	machine     *machineFields // Machine only: Nodes and MachineSets do not pay for these
 }
 
-// setIdentity sets id and rv.
+// setIdentity sets id and rv. id is allocated at its exact size: a string made from a byte
+// slice keeps the slice's whole capacity.
 func (r *record) setIdentity(name, uid, rv, providerID string) {
-	b := make([]byte, 0, 4+len(name)+len(uid)+len(providerID))
-	b = appendField(appendField(appendField(b, name), uid), providerID)
+	fields := [...]string{name, uid, providerID, rv}
+	n := len(fields) // the resourceVersion is kept in id as it came, unless it is a number
 	r.rv = 0
-	if n, err := strconv.ParseUint(rv, 10, 64); err == nil && n != 0 && strconv.FormatUint(n, 10) == rv {
-		r.rv = n
-	} else {
-		b = appendField(b, rv)
+	if v, err := strconv.ParseUint(rv, 10, 64); err == nil && v != 0 && strconv.FormatUint(v, 10) == rv {
+		r.rv, n = v, len(fields)-1
+	}
+	size := 0
+	for _, f := range fields[:n] {
+		size += fieldSize(f)
+	}
+	b := make([]byte, 0, size)
+	for _, f := range fields[:n] {
+		b = appendField(b, f)
 	}
 	r.id = unsafe.String(unsafe.SliceData(b), len(b)) // b is this record's alone, and never written again
 }
@@ -593,6 +600,12 @@ func (p pairs) toMap() map[string]string {
 // appendField appends s behind its length.
 func appendField(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// fieldSize is how many bytes appendField adds for s.
+func fieldSize(s string) int {
+	var length [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(length[:], uint64(len(s))) + len(s)
 }
 
 // nextField reads what appendField wrote at the start of packed and returns it, and the rest.
