@@ -10,6 +10,7 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
@@ -33,11 +34,7 @@ func compact(obj any) (*record, error) {
 		r.taints = internTaints(o.Spec.Taints)
 		return r, nil
 	case *machinev1beta1.Machine:
-		var providerID string
-		if o.Spec.ProviderID != nil {
-			providerID = *o.Spec.ProviderID // nil and "" mean the same to the planner
-		}
-		r := compactMeta(&o.ObjectMeta, true, providerID)
+		r := compactMeta(&o.ObjectMeta, true, ptr.Deref(o.Spec.ProviderID, "")) // nil and "" mean the same to the planner
 		r.taints = internTaints(o.Spec.Taints)
 		mf := &machineFields{nodeLabels: pairsOf(o.Spec.ObjectMeta.Labels, nil, o.Name)}
 		if len(o.OwnerReferences) > 0 {
