@@ -77,36 +77,35 @@
 //
 // # Memory
 //
-// Each spoke costs one transport (one HTTP/2 connection), one REST client per kind and one
-// cache: a list-and-watch loop per kind (Nodes; Machines and MachineSets in
-// openshift-machine-api) feeding a compact store. The kinds' REST clients serve the cache and
-// the Spoke's live reads and patches alike; a patch's answer is checked, not decoded, and asks
-// for the object's metadata only. A protobuf watch (Nodes, MachineSets) reads each event into a
-// buffer borrowed from a pool every spoke shares, not into one per watch grown to the largest
-// event (a real Node with its images is tens of KiB). A watch request carries the user agent
-// and bearer token itself, so client-go's transport wrappers pass it on instead of keeping a
-// clone of it for the life of the watch. crypto/tls is handed one TLS record per read, so its
-// record buffer holds one record (32 KiB after doubling), not the 45 KiB it grew to when
-// reads brought parts of the next. A loop reads its watch stream itself, so a spoke runs 8 goroutines:
-// the 3 loops, the HTTP/2 stream writer of each of their watches, the connection's reader and
-// the connection's monitor (client-go's Reflector would add a resync timer and a stream reader
-// per kind). Only what sync.Targets can map to a pool is listed: MachineSets labelled
-// hive.openshift.io/machine-pool and Machines labelled
-// machine.openshift.io/cluster-api-machineset. Nodes come in protobuf; Machines in JSON (a
-// custom resource), decoded straight into the fields a record keeps (machineJSON: the decoder
-// skips providerSpec, providerStatus and managedFields without building them); MachineSets as
-// metadata only (PartialObjectMetadata, in protobuf: the planner reads their name, uid and
-// labels). Each object is kept as a record of the fields the planner reads (name, uid and
-// providerID packed into one string, resourceVersion as a number when it is one, labels, this controller's and nodelink's annotations, deletionTimestamp,
-// taints; for a Machine also its owners, spec.metadata.labels, nodeRef's name and
-// phase), with each label an 8-byte handle to an interned key=value pair, since most pairs
-// repeat across a fleet; the pairs that are one object's own (its hostname label, nodelink's
-// annotation) are packed into one string instead, as interning them would cost more. Reads
-// return new objects built from the records, so cached objects are incomplete: compute
-// patches, never Update from them. An update keeps the fields it did not change in the old
-// record's memory, and one that changes nothing in the record (a Node heartbeat) is not
-// notified. The codecs are shared by every connection; each kind's REST client serves the
-// cache and the Spoke's live reads and patches alike.
+// Each spoke costs one transport (one HTTP/2 connection), one REST client per kind and one cache: a
+// list-and-watch loop per kind (Nodes; Machines and MachineSets in openshift-machine-api) feeding a
+// compact store. The kinds' REST clients serve the cache and the Spoke's live reads and patches
+// alike; a patch's answer is checked, not decoded, and asks for the object's metadata only. A
+// protobuf watch (Nodes, MachineSets) reads each event into a buffer borrowed from a pool every
+// spoke shares, not into one per watch grown to the largest event (a real Node with its images is
+// tens of KiB). A watch request carries the user agent and bearer token itself, so client-go's
+// transport wrappers pass it on instead of keeping a clone of it for the life of the watch.
+// crypto/tls is handed one TLS record per read, so its record buffer holds one record (32 KiB after
+// doubling), not the 45 KiB it grew to when reads brought parts of the next. A loop reads its watch
+// stream itself, so a spoke runs 8 goroutines: the 3 loops, the HTTP/2 stream writer of each of
+// their watches, the connection's reader and the connection's monitor (client-go's Reflector would
+// add a resync timer and a stream reader per kind). Only what sync.Targets can map to a pool is
+// listed: MachineSets labelled hive.openshift.io/machine-pool and Machines labelled
+// machine.openshift.io/cluster-api-machineset. Nodes come in protobuf; Machines in JSON (a custom
+// resource), decoded straight into the fields a record keeps (machineJSON: the decoder skips
+// providerSpec, providerStatus and managedFields without building them); MachineSets as metadata
+// only (PartialObjectMetadata, in protobuf: the planner reads their name, uid and labels). Each
+// object is kept as a record of the fields the planner reads (name, uid and providerID packed into
+// one string, resourceVersion as a number when it is one, labels, this controller's and nodelink's
+// annotations, deletionTimestamp, taints; for a Machine also its owners, spec.metadata.labels,
+// nodeRef's name and phase), with each label an 8-byte handle to an interned key=value pair, since
+// most pairs repeat across a fleet; the pairs that are one object's own (its hostname label,
+// nodelink's annotation) are packed into one string instead, as interning them would cost more.
+// Reads return new objects built from the records, so cached objects are incomplete: compute
+// patches, never Update from them. An update keeps the fields it did not change in the old record's
+// memory, and one that changes nothing in the record (a Node heartbeat) is not notified. The codecs
+// are shared by every connection; each kind's REST client serves the cache and the Spoke's live
+// reads and patches alike.
 //
 // # Notifications
 //
