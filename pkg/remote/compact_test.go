@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -273,6 +274,37 @@ func TestPairsPackAnObjectsOwnPairs(t *testing.T) {
 	}
 	if (pairs{}).toMap() != nil {
 		t.Error("no pairs read back as a non-nil map")
+	}
+}
+
+// A record's labels answer a label selector as the map they stand for does (List matches
+// them without making the map), for interned pairs and the object's own alike.
+func TestPairsAreLabels(t *testing.T) {
+	set := map[string]string{corev1.LabelHostname: "ip-10-0-1-2", "kubernetes.io/os": "linux", "named-after": "n1", "empty": "", "pool": "infra"}
+	r, err := compact(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: set}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.labels.len(); n != len(set) {
+		t.Errorf("len() = %d, want %d", n, len(set))
+	}
+	for _, sel := range []string{
+		"", "pool=infra", "pool=workers", "pool in (infra,workers)", "pool notin (infra)", "empty", "!empty", "empty=",
+		corev1.LabelHostname + "=ip-10-0-1-2", corev1.LabelHostname + "!=ip-10-0-1-2", "named-after in (n1,n2)",
+		"missing", "!missing", "missing=", "kubernetes.io/os=linux,pool=infra", "kubernetes.io/os=linux,pool=x",
+	} {
+		s, err := labels.Parse(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.Matches(&r.labels), s.Matches(labels.Set(set)); got != want {
+			t.Errorf("%q matches the record's labels: %v, the map: %v", sel, got, want)
+		}
+	}
+	for k, v := range set {
+		if got, ok := r.labels.Lookup(k); !ok || got != v || !r.labels.Has(k) || r.labels.Get(k) != v {
+			t.Errorf("Lookup(%q) = %q, %v; want %q", k, got, ok, v)
+		}
 	}
 }
 

@@ -254,7 +254,7 @@ func (sc *spokeCache) List(_ context.Context, list client.ObjectList, opts ...cl
 	recs := make([]*record, 0, len(st.items))
 	if lo.Namespace == "" || st.spec.namespace == "" || lo.Namespace == st.spec.namespace {
 		for _, r := range st.items {
-			if lo.LabelSelector == nil || lo.LabelSelector.Matches(labels.Set(r.labels.toMap())) {
+			if lo.LabelSelector == nil || lo.LabelSelector.Matches(&r.labels) {
 				recs = append(recs, r)
 			}
 		}
@@ -589,12 +589,50 @@ func (p pairs) all() iter.Seq2[string, string] {
 	}
 }
 
-// toMap returns a new map the caller owns (nil when empty).
+// len returns how many pairs p holds.
+func (p pairs) len() int {
+	n := len(p.shared)
+	for rest := p.own; rest != ""; n++ {
+		_, rest = nextField(rest)
+		_, rest = nextField(rest)
+	}
+	return n
+}
+
+// toMap returns a new map the caller owns (nil when empty), made at its size: grown pair by
+// pair instead, a Node's labels were copied through two smaller tables first, and these copies
+// are made on every reconcile.
 func (p pairs) toMap() map[string]string {
-	if len(p.shared) == 0 && p.own == "" {
+	n := p.len()
+	if n == 0 {
 		return nil
 	}
-	return maps.Collect(p.all())
+	m := make(map[string]string, n)
+	maps.Insert(m, p.all())
+	return m
+}
+
+var _ labels.Labels = (*pairs)(nil)
+
+// Lookup, Has and Get make *pairs a labels.Labels: a label selector matches a record without
+// a map made for it.
+func (p *pairs) Lookup(key string) (string, bool) {
+	for k, v := range p.all() {
+		if k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func (p *pairs) Has(key string) bool {
+	_, ok := p.Lookup(key)
+	return ok
+}
+
+func (p *pairs) Get(key string) string {
+	v, _ := p.Lookup(key)
+	return v
 }
 
 // appendField appends s behind its length.
