@@ -97,7 +97,7 @@ func driftOfCluster(ctx context.Context, dial func(context.Context, *hivev1.Clus
 			d.Unreachable(string(remote.ReasonOf(err)), err.Error())
 		} else {
 			defer closeFn()
-			if objs, err := listSpoke(ctx, reader); err != nil {
+			if objs, err := listSpoke(ctx, reader, d, false); err != nil {
 				d.Unreachable(string(remote.ReasonOf(err)), err.Error())
 			} else {
 				targets := d.Targets(objs)

@@ -17,7 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -273,7 +276,7 @@ func (r *Reconciler) readSpoke(ctx context.Context, cd *hivev1.ClusterDeployment
 		}
 		return nil, SpokeObjects{}, nil
 	}
-	objs, err := listSpoke(ctx, spoke)
+	objs, err := listSpoke(ctx, spoke, d, true)
 	if err != nil {
 		d.Unreachable(v1alpha1.ReasonReadFailed, err.Error())
 		return nil, SpokeObjects{}, fmt.Errorf("read spoke: %w", err)
@@ -410,21 +413,94 @@ func contestedResults(ctx context.Context, d nmsync.Desired, t nmsync.Target) []
 	return out
 }
 
-// listSpoke reads what the planner needs from a spoke's cache.
-func listSpoke(ctx context.Context, spoke client.Reader) (SpokeObjects, error) {
+// listSpoke reads from a spoke what the planner reads for the pools d
+// syncs (sync.Targets), and nothing else: their MachineSets, the Machines
+// of those MachineSets, and those Machines' Nodes. A read from the cache
+// builds each object anew, on every reconcile, so the control plane's
+// Nodes and Machines, other pools' and those of MachineSets Hive does not
+// manage are not built. nodesByName reads each Node by name (from the
+// cache, a lookup); otherwise the Nodes are listed (live: one request, not
+// one per Node).
+func listSpoke(ctx context.Context, spoke client.Reader, d *Decision, nodesByName bool) (SpokeObjects, error) {
+	var objs SpokeObjects
+	var pools []string
+	for i, desired := range d.Desired {
+		if desired != nil {
+			pools = append(pools, d.Results[i].PoolName)
+		}
+	}
+	if len(pools) == 0 {
+		return objs, nil
+	}
+	sel, err := labelIn(nmsync.LabelMachinePool, pools)
+	if err != nil {
+		return objs, err
+	}
 	ms := &machinev1beta1.MachineSetList{}
+	if err := spoke.List(ctx, ms, client.InNamespace(nmsync.MachineAPINamespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return objs, fmt.Errorf("list MachineSets: %w", err)
+	}
+	objs.MachineSets = ms.Items
+	names := make([]string, len(ms.Items))
+	for i := range ms.Items {
+		names[i] = ms.Items[i].Name
+	}
+	if len(names) == 0 {
+		return objs, nil
+	}
+	if sel, err = labelIn(nmsync.LabelMachineSet, names); err != nil {
+		return objs, err
+	}
 	m := &machinev1beta1.MachineList{}
-	n := &corev1.NodeList{}
-	if err := spoke.List(ctx, ms, client.InNamespace(nmsync.MachineAPINamespace)); err != nil {
-		return SpokeObjects{}, fmt.Errorf("list MachineSets: %w", err)
+	if err := spoke.List(ctx, m, client.InNamespace(nmsync.MachineAPINamespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return objs, fmt.Errorf("list Machines: %w", err)
 	}
-	if err := spoke.List(ctx, m, client.InNamespace(nmsync.MachineAPINamespace)); err != nil {
-		return SpokeObjects{}, fmt.Errorf("list Machines: %w", err)
+	objs.Machines = m.Items
+	if !nodesByName {
+		n := &corev1.NodeList{}
+		if err := spoke.List(ctx, n); err != nil {
+			return objs, fmt.Errorf("list Nodes: %w", err)
+		}
+		objs.Nodes = n.Items
+		return objs, nil
 	}
-	if err := spoke.List(ctx, n); err != nil {
-		return SpokeObjects{}, fmt.Errorf("list Nodes: %w", err)
+	seen := make(map[string]bool, len(m.Items))
+	for i := range m.Items {
+		ref := m.Items[i].Status.NodeRef
+		if ref == nil || ref.Name == "" || seen[ref.Name] {
+			continue
+		}
+		seen[ref.Name] = true
+		var n corev1.Node
+		if err := spoke.Get(ctx, client.ObjectKey{Name: ref.Name}, &n); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // the planner reports it (sync.NodeSkipNotFound)
+			}
+			return objs, fmt.Errorf("get Node %s: %w", ref.Name, err)
+		}
+		objs.Nodes = append(objs.Nodes, n)
 	}
-	return SpokeObjects{MachineSets: ms.Items, Machines: m.Items, Nodes: n.Items}, nil
+	return objs, nil
+}
+
+// labelIn selects the objects whose label key has one of values. Values that
+// are not valid label values are left out, as no object can carry them;
+// with none left, nothing matches.
+func labelIn(key string, values []string) (labels.Selector, error) {
+	valid := make([]string, 0, len(values))
+	for _, v := range values {
+		if len(validation.IsValidLabelValue(v)) == 0 {
+			valid = append(valid, v)
+		}
+	}
+	if len(valid) == 0 {
+		return labels.Nothing(), nil
+	}
+	req, err := labels.NewRequirement(key, selection.In, valid)
+	if err != nil {
+		return nil, fmt.Errorf("select %s: %w", key, err)
+	}
+	return labels.NewSelector().Add(*req), nil
 }
 
 func (r *Reconciler) listPools(ctx context.Context, cd *hivev1.ClusterDeployment) ([]hivev1.MachinePool, error) {
