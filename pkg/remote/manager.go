@@ -53,7 +53,8 @@ type Options struct {
 	// QPS and Burst limit each spoke client (not the fleet).
 	QPS   float32
 	Burst int
-	// RequestTimeout bounds every spoke request (and every Spoke call).
+	// RequestTimeout bounds every spoke request (a Spoke's patches and live reads; its reads of
+	// the cache send none).
 	RequestTimeout time.Duration
 	// ConnectTimeout bounds one connection attempt: Secret read, probe and cache sync.
 	ConnectTimeout time.Duration

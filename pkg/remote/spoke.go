@@ -81,12 +81,12 @@ func (s *spoke) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, s.timeout)
 }
 
+// Get and List read the cache, in memory: no request, so no request timeout (a reconcile reads
+// a pool's Nodes one Get each, and a timer apiece would be spent for nothing).
 func (s *spoke) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	return s.cache.Get(ctx, key, obj, opts...)
 }
 
@@ -94,8 +94,6 @@ func (s *spoke) List(ctx context.Context, list client.ObjectList, opts ...client
 	if err := s.check(); err != nil {
 		return err
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	return s.cache.List(ctx, list, opts...)
 }
 
