@@ -19,6 +19,9 @@ type ManagerConfig struct {
 	LeaseDuration          time.Duration
 	RenewDeadline          time.Duration
 	RetryPeriod            time.Duration
+	// HeapReleaseInterval is how often freed heap is looked at, to be returned
+	// to the OS once the process has gone quiet (heapReleaser); 0 never.
+	HeapReleaseInterval time.Duration
 }
 
 // MemoryLimitRatio is the share of the container's memory limit that the Go
@@ -78,6 +81,11 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 			return nil, nil, err
 		}
 		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, nil, err
+		}
+	}
+	if mc.HeapReleaseInterval > 0 {
+		if err := mgr.Add(newHeapReleaser(mc.HeapReleaseInterval, mgr.GetLogger().WithName("heap"))); err != nil {
 			return nil, nil, err
 		}
 	}

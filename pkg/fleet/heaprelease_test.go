@@ -1,0 +1,67 @@
+package fleet
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+
+	"github.com/go-logr/logr"
+)
+
+func TestReleasable(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		free, allocated uint64
+		want            bool
+	}{
+		{213 * mib, 0, true},                                       // at rest after a start
+		{213 * mib, 20 * mib, true},                                // at rest, allocating a little
+		{213 * mib, 30 * mib, false},                               // 8 intervals would reuse it all
+		{63 * mib, 0, false},                                       // too little to be worth a collection
+		{64 * mib, 0, true},                                        //
+		{600 * mib, 2048 * mib, false},                             // a burst goes on
+		{heapReleaseMin, heapReleaseMin / heapReleaseReuse, false}, // exactly reusable
+	} {
+		if got := releasable(c.free, c.allocated); got != c.want {
+			t.Errorf("releasable(%d MiB free, %d MiB allocated) = %v, want %v", c.free/mib, c.allocated/mib, got, c.want)
+		}
+	}
+}
+
+// The releaser returns the heap a burst left, on the real runtime, and then nothing more while
+// the process stays quiet; while it allocates fast, it returns nothing.
+func TestHeapReleaserReturnsFreeHeap(t *testing.T) {
+	releases := 0
+	h := &heapReleaser{log: logr.Discard(), read: readHeap, release: func() { releases++; debug.FreeOSMemory() }}
+	burst := func() {
+		garbage := make([][]byte, 256)
+		for i := range garbage {
+			garbage[i] = make([]byte, 1<<20)
+		}
+		runtime.KeepAlive(garbage)
+		runtime.GC()
+	}
+
+	_, before := readHeap()
+	burst()
+	h.tick(before) // the burst's 256 MiB count as this interval's: it may be reused soon
+	if releases != 0 {
+		t.Fatalf("released while allocating fast (%d)", releases)
+	}
+
+	free, allocated := readHeap()
+	if free < heapReleaseMin {
+		t.Fatalf("free heap after a 256 MiB burst: %d MiB, want at least %d", free>>20, heapReleaseMin>>20)
+	}
+	allocated = h.tick(allocated) // quiet since
+	if releases != 1 {
+		t.Fatalf("releases = %d after a quiet interval with %d MiB free, want 1", releases, free>>20)
+	}
+	if after, _ := readHeap(); after >= heapReleaseMin {
+		t.Errorf("free heap after the release: %d MiB, want less than %d", after>>20, heapReleaseMin>>20)
+	}
+	h.tick(allocated)
+	if releases != 1 {
+		t.Errorf("releases = %d with nothing freed since, want 1", releases)
+	}
+}
