@@ -293,6 +293,9 @@ type Report struct {
 		NodesLabelled    int     `json:"nodesLabelled"`
 		HubRequests      float64 `json:"hubRequests"`
 		SpokeRateWaitS   float64 `json:"spokeRateLimiterWaitS"`
+		// HeapReleases is how often the controller had returned freed heap to the OS by the
+		// end of the step (heap_releases_total).
+		HeapReleases float64 `json:"heapReleases"`
 		// SteadyCPUPercent is the controller's CPU use over SteadyS seconds once every
 		// cluster is in sync: with GOMEMLIMIT near the heap, a thrashing GC would show here.
 		SteadyCPUPercent float64 `json:"steadyCPUPercent"`
@@ -535,8 +538,8 @@ func (r *Report) Markdown() string {
 	} else {
 		p("Fleet scale, **simulated**: %d ClusterDeployments, each with its own namespace, kubeconfig Secret and ClusterDeployment on the hub and its own pool (%d Machine(s) and Node(s), with a pool label the MachineSet template lacks, so each needs real writes), spread over %d real spokes that they share (the earlier steps' Machines, MachineSets and Nodes are deleted from them first). Every simulated cluster is its own connection and cache in the controller, and each cache holds all of its shared spoke's objects (%d Nodes, %d Machines, %d MachineSets), so the per-cluster cache is overstated: an upper bound.\n\n",
 			s.Clusters, s.NodesPerCluster, s.RealSpokes, s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
-		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / stacks / freed, not returned / RSS | %.0f / %.0f / %.0f / %.0f / %.0f MiB (%d goroutines) |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core |\n\n",
-			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.StackInuseMiB, s.Memory.UnreturnedMiB, s.Memory.RSSMiB, s.Memory.Goroutines, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent)
+		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / stacks / freed, not returned / RSS | %.0f / %.0f / %.0f / %.0f / %.0f MiB (%d goroutines) |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core |\n| freed heap returned to the OS (`heap_releases_total`, --heap-release-interval) | %.0f times |\n\n",
+			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.StackInuseMiB, s.Memory.UnreturnedMiB, s.Memory.RSSMiB, s.Memory.Goroutines, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent, s.HeapReleases)
 		if len(s.SteadyCPU) > 0 {
 			total := 0.0
 			for _, c := range s.SteadyCPU {

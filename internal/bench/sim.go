@@ -171,6 +171,7 @@ func (b *bench) sim(ctx context.Context) {
 			s.HubRequests = sm.Sum("rest_client_requests_total", map[string]string{"host": u.Host})
 		}
 		s.SpokeRateWaitS = sm.Sum("hub_node_metadata_remote_rate_limiter_wait_seconds_total", nil)
+		s.HeapReleases = sm.Sum("hub_node_metadata_heap_releases_total", nil)
 	}
 	m0 := b.rep.Memory.Idle0
 	s.HeapPerCD = (s.Memory.HeapInuseMiB - m0.HeapInuseMiB) / float64(n)

@@ -3,10 +3,13 @@ package fleet
 import (
 	"context"
 	"runtime/debug"
-	"runtime/metrics"
+	rtmetrics "runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // DefaultHeapReleaseInterval is how often the controller looks for freed heap to return to the
@@ -35,10 +38,21 @@ type heapReleaser struct {
 	log      logr.Logger
 	read     func() (free, allocated uint64) // free heap, bytes allocated since start
 	release  func()
+	releases prometheus.Counter // nil: not counted
 }
 
+var (
+	heapReleasesOnce sync.Once
+	heapReleases     prometheus.Counter
+)
+
 func newHeapReleaser(interval time.Duration, log logr.Logger) *heapReleaser {
-	return &heapReleaser{interval: interval, log: log, read: readHeap, release: debug.FreeOSMemory}
+	heapReleasesOnce.Do(func() {
+		heapReleases = prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "heap_releases_total",
+			Help: "Times freed heap was returned to the OS (one forced collection each) once the process had gone quiet after a burst of work."})
+		metrics.Registry.MustRegister(heapReleases)
+	})
+	return &heapReleaser{interval: interval, log: log, read: readHeap, release: debug.FreeOSMemory, releases: heapReleases}
 }
 
 // NeedLeaderElection is false: a standby's memory is the pod's too.
@@ -66,6 +80,9 @@ func (h *heapReleaser) tick(lastAllocated uint64) uint64 {
 	}
 	start := time.Now()
 	h.release()
+	if h.releases != nil {
+		h.releases.Inc()
+	}
 	after, allocated := h.read()
 	h.log.V(1).Info("returned free heap to the OS", "freeMiB", free>>20, "freeAfterMiB", after>>20, "took", time.Since(start).Round(time.Millisecond))
 	return allocated
@@ -77,13 +94,13 @@ func releasable(free, allocated uint64) bool {
 	return free >= heapReleaseMin && free > heapReleaseReuse*allocated
 }
 
-var heapSamples = []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
+var heapSamples = []rtmetrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
 
 // readHeap reads the free heap (freed, not returned to the OS) and the bytes allocated since
 // the process started, from runtime/metrics: no stop of the world, unlike ReadMemStats.
 func readHeap() (free, allocated uint64) {
-	s := make([]metrics.Sample, len(heapSamples))
+	s := make([]rtmetrics.Sample, len(heapSamples))
 	copy(s, heapSamples)
-	metrics.Read(s)
+	rtmetrics.Read(s)
 	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }

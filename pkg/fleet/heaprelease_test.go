@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestReleasable(t *testing.T) {
@@ -32,7 +34,8 @@ func TestReleasable(t *testing.T) {
 // the process stays quiet; while it allocates fast, it returns nothing.
 func TestHeapReleaserReturnsFreeHeap(t *testing.T) {
 	releases := 0
-	h := &heapReleaser{log: logr.Discard(), read: readHeap, release: func() { releases++; debug.FreeOSMemory() }}
+	counted := prometheus.NewCounter(prometheus.CounterOpts{Name: "releases"})
+	h := &heapReleaser{log: logr.Discard(), read: readHeap, release: func() { releases++; debug.FreeOSMemory() }, releases: counted}
 	burst := func() {
 		garbage := make([][]byte, 256)
 		for i := range garbage {
@@ -63,5 +66,8 @@ func TestHeapReleaserReturnsFreeHeap(t *testing.T) {
 	h.tick(allocated)
 	if releases != 1 {
 		t.Errorf("releases = %d with nothing freed since, want 1", releases)
+	}
+	if n := testutil.ToFloat64(counted); n != 1 {
+		t.Errorf("heap_releases_total = %v, want 1", n)
 	}
 }
