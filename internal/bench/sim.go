@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -12,6 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -346,6 +350,17 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 			b.rep.note("restart CPU profile: %v", err)
 		}
 	}()
+	// And the spokes' side: one of the API servers the simulated clusters share, over the same
+	// 30 s.
+	if real := b.simSpokes(); len(real) > 0 {
+		spokeProfiled := make(chan error, 1)
+		go func() { spokeProfiled <- saveAPIServerProfile(ctx, real[0], 30, filepath.Join(b.outDir, "spoke-restart-cpu.pprof")) }()
+		defer func() {
+			if err := <-spokeProfiled; err != nil {
+				b.rep.note("restart CPU profile of a spoke: %v", err)
+			}
+		}()
+	}
 	got, inSyncAt, err := b.waitStateAt(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
 	cpuIn := markCPU(leader)
 	if err != nil && ctx.Err() != nil {
@@ -516,4 +531,19 @@ func (b *bench) simSpokeObjects(ctx context.Context, sp *localfleet.Spoke, i int
 		}
 	}
 	return nil
+}
+
+// saveAPIServerProfile writes a CPU profile of sp's API server over seconds to path.
+func saveAPIServerProfile(ctx context.Context, sp *localfleet.Spoke, seconds int, path string) error {
+	cfg := rest.CopyConfig(sp.AdminConfig)
+	cfg.Timeout = time.Duration(seconds)*time.Second + time.Minute
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	data, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
