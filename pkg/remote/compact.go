@@ -2,10 +2,10 @@ package remote
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"unique"
+	"unsafe"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -79,14 +79,32 @@ func compactMeta(m *metav1.ObjectMeta, annotations bool, providerID string) *rec
 
 // pairsOf keeps m's entries that keep accepts (all with a nil keep), sorted by key: those that
 // ownPair says are the object's own (name is the object's) packed into one string, the others
-// interned.
+// interned. Both parts are made at their size, once: every list item and watch event is
+// compacted.
 func pairsOf(m map[string]string, keep func(string) bool, name string) pairs {
-	var p pairs
-	var own []byte
-	for _, k := range slices.Sorted(maps.Keys(m)) {
+	keys := make([]string, 0, len(m))
+	shared, ownSize := 0, 0
+	for k, v := range m {
 		if keep != nil && !keep(k) {
 			continue
 		}
+		keys = append(keys, k)
+		if ownPair(k, v, name) {
+			ownSize += fieldSize(k) + fieldSize(v)
+		} else {
+			shared++
+		}
+	}
+	slices.Sort(keys)
+	var p pairs
+	if shared > 0 {
+		p.shared = make([]unique.Handle[pair], 0, shared)
+	}
+	var own []byte
+	if ownSize > 0 {
+		own = make([]byte, 0, ownSize)
+	}
+	for _, k := range keys {
 		v := m[k]
 		if ownPair(k, v, name) {
 			own = appendField(appendField(own, k), v)
@@ -94,8 +112,9 @@ func pairsOf(m map[string]string, keep func(string) bool, name string) pairs {
 			p.shared = append(p.shared, unique.Make(pair{k, v})) // unique.Make copies the strings
 		}
 	}
-	p.shared = slices.Clip(p.shared)
-	p.own = string(own)
+	if ownSize > 0 {
+		p.own = unsafe.String(unsafe.SliceData(own), len(own)) // own is p's alone, and never written again
+	}
 	return p
 }
 
