@@ -31,8 +31,10 @@
 //     or pool paused, ineligible, deleting, refused).
 //  3. readSpoke: Ensure the connection (not for a paused or ineligible
 //     cluster; Ensure disconnects an ineligible one), and, if a pool is to be
-//     synced, list the spoke's MachineSets, Machines and Nodes from its cache.
-//     Nothing is sent to the spoke.
+//     synced, read from the spoke's cache the synced pools' MachineSets (by
+//     label), their Machines (by label) and those Machines' Nodes (by name):
+//     each read builds new objects, so nothing else is built. Nothing is sent
+//     to the spoke.
 //  4. plan: each target's Desired: the pool's metadata, paced (below), with
 //     what nodelink copied back to reclaim (nodelink.go), and whether the
 //     target is held after a contest.
