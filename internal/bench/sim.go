@@ -354,7 +354,9 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	// 30 s.
 	if real := b.simSpokes(); len(real) > 0 {
 		spokeProfiled := make(chan error, 1)
-		go func() { spokeProfiled <- saveAPIServerProfile(ctx, real[0], 30, filepath.Join(b.outDir, "spoke-restart-cpu.pprof")) }()
+		go func() {
+			spokeProfiled <- saveAPIServerProfile(ctx, real[0], 30, filepath.Join(b.outDir, "spoke-restart-cpu.pprof"))
+		}()
 		defer func() {
 			if err := <-spokeProfiled; err != nil {
 				b.rep.note("restart CPU profile of a spoke: %v", err)
