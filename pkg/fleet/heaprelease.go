@@ -38,7 +38,7 @@ type heapReleaser struct {
 	log      logr.Logger
 	read     func() (free, allocated uint64) // free heap, bytes allocated since start
 	release  func()
-	releases prometheus.Counter // nil: not counted
+	releases prometheus.Counter // heap_releases_total
 }
 
 var (
@@ -80,9 +80,7 @@ func (h *heapReleaser) tick(lastAllocated uint64) uint64 {
 	}
 	start := time.Now()
 	h.release()
-	if h.releases != nil {
-		h.releases.Inc()
-	}
+	h.releases.Inc()
 	after, allocated := h.read()
 	h.log.V(1).Info("returned free heap to the OS", "freeMiB", free>>20, "freeAfterMiB", after>>20, "took", time.Since(start).Round(time.Millisecond))
 	return allocated
