@@ -74,6 +74,12 @@ func TestBenchPipeline(t *testing.T) {
 	if rs.Skipped != "" || rs.Clusters != 20 {
 		t.Errorf("restart: %+v", rs)
 	}
+	// The restart's CPU profiles, the controller's and a spoke API server's, are written.
+	for _, name := range []string{"controller-restart-cpu.pprof", "spoke-restart-cpu.pprof"} {
+		if fi, err := os.Stat(filepath.Join(cfg.OutDir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 	for name, c := range map[string]bench.RestartCase{"first start": rs.FirstStart, "restart": rs.Restart, "failover": rs.Failover} {
 		// At least the kubeconfig Secret of every cluster is read.
 		if c.InSync != 20 || c.Seconds <= 0 || c.PerCluster < 1 || c.Hub.ByVerb["get secrets"] < 20 ||

@@ -250,21 +250,27 @@ func (p *controllerProc) scrape() (Samples, error) {
 
 // saveProfile writes the process's heap or goroutine profile (pprof format) to path.
 func (p *controllerProc) saveProfile(kind, path string) error {
+	return savePprof(nil, strings.TrimSuffix(p.memstats, "/memstats")+"/debug/pprof/"+kind, path)
+}
+
+// savePprof writes the pprof profile at target (a /debug/pprof/ endpoint), read through
+// transport (nil: the default), to path.
+func savePprof(transport http.RoundTripper, target, path string) error {
 	// A CPU profile answers after its window (?seconds=N): allow that on top of a minute.
 	timeout := time.Minute
-	if u, err := url.Parse(kind); err == nil {
+	if u, err := url.Parse(target); err == nil {
 		if n, err := strconv.Atoi(u.Query().Get("seconds")); err == nil {
 			timeout += time.Duration(n) * time.Second
 		}
 	}
-	c := http.Client{Timeout: timeout}
-	resp, err := c.Get(strings.TrimSuffix(p.memstats, "/memstats") + "/debug/pprof/" + kind)
+	c := http.Client{Transport: transport, Timeout: timeout}
+	resp, err := c.Get(target)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("pprof %s: %s", kind, resp.Status)
+		return fmt.Errorf("pprof %s: %s", target, resp.Status)
 	}
 	fh, err := os.Create(path)
 	if err != nil {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
-	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -340,28 +339,16 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 		return err
 	}
 	defer leader.stop()
-	// Where the restart's CPU goes: a profile of its first 30 s, for `go tool pprof`.
-	profiled := make(chan error, 1)
-	go func() {
-		profiled <- leader.saveProfile("profile?seconds=30", filepath.Join(b.outDir, "controller-restart-cpu.pprof"))
-	}()
-	defer func() {
-		if err := <-profiled; err != nil {
-			b.rep.note("restart CPU profile: %v", err)
-		}
-	}()
-	// And the spokes' side: one of the API servers the simulated clusters share, over the same
-	// 30 s.
+	// Where the restart's CPU goes: profiles of its first 30 s, for `go tool pprof`: the
+	// controller's, and the spokes' side, one of the API servers the simulated clusters share.
+	controllerProfiled := b.inBackground("restart CPU profile", func() error {
+		return leader.saveProfile("profile?seconds=30", filepath.Join(b.outDir, "controller-restart-cpu.pprof"))
+	})
+	defer controllerProfiled()
 	if real := b.simSpokes(); len(real) > 0 {
-		spokeProfiled := make(chan error, 1)
-		go func() {
-			spokeProfiled <- saveAPIServerProfile(ctx, real[0], 30, filepath.Join(b.outDir, "spoke-restart-cpu.pprof"))
-		}()
-		defer func() {
-			if err := <-spokeProfiled; err != nil {
-				b.rep.note("restart CPU profile of a spoke: %v", err)
-			}
-		}()
+		defer b.inBackground("restart CPU profile of a spoke", func() error {
+			return saveAPIServerProfile(real[0], 30, filepath.Join(b.outDir, "spoke-restart-cpu.pprof"))
+		})()
 	}
 	got, inSyncAt, err := b.waitStateAt(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
 	cpuIn := markCPU(leader)
@@ -384,6 +371,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	if err := b.quiet(ctx, standby, 5*time.Second, 3*time.Second, 30*time.Second); err != nil {
 		return err
 	}
+	controllerProfiled() // before the kill, which would cut the profile short
 	cpu0 = markCPU(standby)
 	killAt := time.Now()
 	if err := leader.kill(); err != nil {
@@ -536,16 +524,22 @@ func (b *bench) simSpokeObjects(ctx context.Context, sp *localfleet.Spoke, i int
 }
 
 // saveAPIServerProfile writes a CPU profile of sp's API server over seconds to path.
-func saveAPIServerProfile(ctx context.Context, sp *localfleet.Spoke, seconds int, path string) error {
-	cfg := rest.CopyConfig(sp.AdminConfig)
-	cfg.Timeout = time.Duration(seconds)*time.Second + time.Minute
-	cs, err := kubernetes.NewForConfig(cfg)
+func saveAPIServerProfile(sp *localfleet.Spoke, seconds int, path string) error {
+	rt, err := rest.TransportFor(sp.AdminConfig)
 	if err != nil {
 		return err
 	}
-	data, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o644)
+	return savePprof(rt, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(sp.AdminConfig.Host, "/"), seconds), path)
+}
+
+// inBackground runs f in its own goroutine and returns a function that waits for it, once
+// however often it is called, and notes its error in the report under what.
+func (b *bench) inBackground(what string, f func() error) func() {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	return sync.OnceFunc(func() {
+		if err := <-done; err != nil {
+			b.rep.note("%s: %v", what, err)
+		}
+	})
 }
