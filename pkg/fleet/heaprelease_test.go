@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,15 +17,17 @@ func TestReleasable(t *testing.T) {
 		free, allocated uint64
 		want            bool
 	}{
-		{213 * mib, 0, true},                                       // at rest after a start
-		{213 * mib, 20 * mib, true},                                // at rest, allocating a little
-		{213 * mib, 30 * mib, false},                               // 8 intervals would reuse it all
-		{63 * mib, 0, false},                                       // too little to be worth a collection
-		{64 * mib, 0, true},                                        //
-		{600 * mib, 2048 * mib, false},                             // a burst goes on
-		{heapReleaseMin, heapReleaseMin / heapReleaseReuse, false}, // exactly reusable
+		{213 * mib, 0, true},                         // at rest after a start
+		{213 * mib, 8 * mib, true},                   // at rest, allocating a little
+		{213 * mib, 9 * mib, false},                  // 24 intervals (4 minutes) would reuse it all
+		{mib - 1, 0, false},                          // too little to be worth a collection
+		{mib, 0, true},                               //
+		{6 * mib, 64 << 10, true},                    // 10 spokes after their adoption, at rest
+		{6 * mib, 256 << 10, false},                  // the same, allocating 26 KiB/s
+		{600 * mib, 2048 * mib, false},               // a burst goes on
+		{heapReleaseMin * 24, heapReleaseMin, false}, // exactly reusable
 	} {
-		if got := releasable(c.free, c.allocated); got != c.want {
+		if got := releasable(c.free, c.allocated, 10*time.Second); got != c.want {
 			t.Errorf("releasable(%d MiB free, %d MiB allocated) = %v, want %v", c.free/mib, c.allocated/mib, got, c.want)
 		}
 	}
@@ -35,7 +38,7 @@ func TestReleasable(t *testing.T) {
 func TestHeapReleaserReturnsFreeHeap(t *testing.T) {
 	releases := 0
 	counted := prometheus.NewCounter(prometheus.CounterOpts{Name: "releases"})
-	h := &heapReleaser{log: logr.Discard(), read: readHeap, release: func() { releases++; debug.FreeOSMemory() }, releases: counted}
+	h := &heapReleaser{interval: 10 * time.Second, log: logr.Discard(), read: readHeap, release: func() { releases++; debug.FreeOSMemory() }, releases: counted}
 	burst := func() {
 		garbage := make([][]byte, 256)
 		for i := range garbage {
