@@ -40,6 +40,7 @@ func TestBenchPipeline(t *testing.T) {
 	// dead-spoke step takes seconds (the report prints it as an override).
 	cfg.ControllerEnv = []string{"HTTP2_READ_IDLE_TIMEOUT_SECONDS=5", "HTTP2_PING_TIMEOUT_SECONDS=5"}
 	cfg.ConvergeTimeout = 2 * time.Minute
+	cfg.MemorySettle = 3 * time.Second
 	cfg.ControllerCommand = []string{bin, "controller"}
 	cfg.OutDir = t.TempDir()
 	if os.Getenv("TEST_VERBOSE_LOG") != "" {
@@ -131,6 +132,10 @@ func TestBenchPipeline(t *testing.T) {
 	if s := rep.SimLarge; s.Skipped != "" || s.InSync != 20 || s.RealSpokes != 2 || s.CacheNodes != 10 || s.NodesLabelled != 20 ||
 		s.PeakRSSMiB <= 0 || s.Memory.RSSMiB <= 0 {
 		t.Errorf("sim with larger caches: %+v", s)
+	}
+	// Then a controller without GOMEMLIMIT on the same clusters, measured at rest.
+	if u := rep.SimLarge.Unlimited; u == nil || u.Skipped != "" || u.InSync != 20 || u.Memory.RSSMiB <= 0 || u.PerCluster.LiveMiB <= 0 {
+		t.Errorf("sim with larger caches, without GOMEMLIMIT: %+v", u)
 	}
 	// spokes: 1, 3 (main); nodes: 2, 4.
 	if len(rep.Growth) != 4 {

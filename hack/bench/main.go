@@ -104,6 +104,7 @@ func run() error {
 	env := flag.String("controller-env", "", "extra KEY=VALUE,... environment of every controller process, printed as overrides (e.g. HTTP2_READ_IDLE_TIMEOUT_SECONDS=5)")
 	flags := flag.String("controller-flags", "", "extra --flag=value,... of every controller process, printed as overrides (e.g. --spoke-max-concurrent-connects=128)")
 	flag.StringVar(&cfg.GOMEMLIMIT, "gomemlimit", cfg.GOMEMLIMIT, "controller's GOMEMLIMIT (default: config/hub's Deployment memory limit; off: unset)")
+	flag.DurationVar(&cfg.MemorySettle, "memory-settle", cfg.MemorySettle, "how long a controller runs on once every cluster is InSync before its memory is measured")
 	flag.DurationVar(&cfg.ConvergeTimeout, "converge-timeout", cfg.ConvergeTimeout, "bound of every convergence wait")
 	out := flag.String("out", "_out/bench", "report folder")
 	docs := flag.String("docs", "docs/benchmarks.md", "copy the Markdown report here (empty: don't)")

@@ -66,6 +66,11 @@ type Config struct {
 	// shorter window holds that cycle (about a second of CPU at 2,000
 	// clusters) or not, and reads about 3% or 7%.
 	SimSteady time.Duration
+	// MemorySettle is how long the controller runs on once every cluster is InSync before its
+	// memory is measured: the state a controller at rest spends its life in, after what it
+	// does once a burst is over (records packed 10 s after a burst began, freed heap returned
+	// at the next --heap-release-interval).
+	MemorySettle time.Duration
 	// SimRSSCapMiB stops the simulation when the controller's RSS passes
 	// it (protects a shared machine); 0 disables.
 	SimRSSCapMiB float64
@@ -120,6 +125,7 @@ func DefaultConfig() Config {
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,
 		IdleResync:      3 * time.Minute,
 		ConvergeTimeout: 5 * time.Minute,
+		MemorySettle:    20 * time.Second,
 	}
 }
 

@@ -150,6 +150,11 @@ func freePort() (int, error) {
 
 // startController runs cfg.ControllerCommand with the controller flags.
 func (b *bench) startController(ctx context.Context, name string, extra ...string) (*controllerProc, error) {
+	return b.start(ctx, name, b.memLimit, extra...)
+}
+
+// start starts a controller process with memLimit as its GOMEMLIMIT ("": none).
+func (b *bench) start(ctx context.Context, name, memLimit string, extra ...string) (*controllerProc, error) {
 	mport, err := freePort()
 	if err != nil {
 		return nil, err
@@ -177,8 +182,8 @@ func (b *bench) startController(ctx context.Context, name string, extra ...strin
 	args = append(args, extra...)
 	p.cmd = exec.Command(b.cfg.ControllerCommand[0], args...)
 	p.cmd.Env = append(append(os.Environ(), b.deployEnv...), b.cfg.ControllerEnv...)
-	if b.memLimit != "" {
-		p.cmd.Env = append(p.cmd.Env, "GOMEMLIMIT="+b.memLimit)
+	if memLimit != "" {
+		p.cmd.Env = append(p.cmd.Env, "GOMEMLIMIT="+memLimit)
 	} else {
 		p.cmd.Env = append(p.cmd.Env, "AUTOMEMLIMIT=off") // nor one from this machine's cgroup
 	}

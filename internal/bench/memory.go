@@ -26,7 +26,7 @@ func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spok
 	if err := b.waitInSync(ctx, proc, len(spokes), b.cfg.ConvergeTimeout); err != nil {
 		return pt, err
 	}
-	time.Sleep(3 * time.Second)
+	b.atRest()
 	if pt.Memory, err = proc.memory(); err != nil {
 		return pt, err
 	}
@@ -59,6 +59,10 @@ func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spok
 	return pt, nil
 }
 
+// atRest lets a controller whose clusters are all InSync come to rest before its memory is
+// measured (Config.MemorySettle).
+func (b *bench) atRest() { time.Sleep(b.cfg.MemorySettle) }
+
 // restartedMemory starts a controller on spokes already in sync and measures it once every
 // cluster is InSync.
 func (b *bench) restartedMemory(ctx context.Context, name string, spokes int) (Memory, error) {
@@ -70,7 +74,7 @@ func (b *bench) restartedMemory(ctx context.Context, name string, spokes int) (M
 	if err := b.waitInSync(ctx, proc, spokes, b.cfg.ConvergeTimeout); err != nil {
 		return Memory{}, err
 	}
-	time.Sleep(3 * time.Second)
+	b.atRest()
 	return proc.memory()
 }
 
@@ -88,7 +92,7 @@ func (b *bench) zero(ctx context.Context) (Memory, error) {
 	if _, err := b.waitState(ctx, proc, fleet.StatePaused, n, b.cfg.ConvergeTimeout, nil); err != nil {
 		return Memory{}, err
 	}
-	time.Sleep(3 * time.Second)
+	b.atRest()
 	return proc.memory()
 }
 
@@ -261,7 +265,7 @@ func (b *bench) maxReal(ctx context.Context) {
 	if err != nil {
 		m.MaxRealNote += fmt.Sprintf(" %v", err)
 	}
-	time.Sleep(3 * time.Second)
+	b.atRest()
 	m.MaxRealMemory, _ = proc.memory()
 	b.logf("max real spokes: %d started, %d InSync", m.MaxRealReached, got)
 }

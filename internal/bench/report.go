@@ -59,6 +59,17 @@ type Memory struct {
 	Goroutines int     `json:"goroutines"`
 }
 
+// UnlimitedRun is a controller started without GOMEMLIMIT on clusters in sync, measured once at
+// rest.
+type UnlimitedRun struct {
+	InSync     int      `json:"inSync"`
+	AllInSyncS float64  `json:"allInSyncS"`
+	PeakRSSMiB float64  `json:"peakRSSMiB"`
+	Memory     Memory   `json:"memory"`
+	PerCluster perSpoke `json:"perCluster"`
+	Skipped    string   `json:"skipped,omitempty"`
+}
+
 // perSpoke is the cost of one connected spoke: (m − the 0-spoke baseline) / spokes.
 type perSpoke struct {
 	HeapMiB    float64 `json:"heapMiB"`
@@ -179,13 +190,16 @@ type Report struct {
 	Config   struct {
 		Spokes, Nodes, ReactionSamples, SimClusters, SimRealSpokes, SimNodes, MaxRealSpokes int
 		Idle, Delay                                                                         string
-		GrowthSpokes, GrowthNodes                                                           []int
-		GrowthNodesSpokes                                                                   int
-		HubQPS                                                                              float64
-		HubBurst                                                                            int
-		SpokeQPS                                                                            float64
-		SpokeBurst                                                                          int
-		MaxConcurrentClusters, WritesPerCluster                                             int
+		// MemorySettle is how long a controller ran on, every cluster InSync, before its
+		// memory was measured (Config.MemorySettle).
+		MemorySettle                            string
+		GrowthSpokes, GrowthNodes               []int
+		GrowthNodesSpokes                       int
+		HubQPS                                  float64
+		HubBurst                                int
+		SpokeQPS                                float64
+		SpokeBurst                              int
+		MaxConcurrentClusters, WritesPerCluster int
 		// GOMEMLIMIT of the controller process: hub-controller sets it to MemoryLimitRatio of
 		// its container's memory limit (DeploymentMemoryLimit, in bytes, from config/hub's
 		// Deployment), and the benchmark passes the same.
@@ -318,8 +332,14 @@ type Report struct {
 		PeakRSSMiB float64 `json:"peakRSSMiB"`
 		Memory     Memory  `json:"memory"`
 		// NodesLabelled counts the Nodes holding their pool's label at the end.
-		NodesLabelled int    `json:"nodesLabelled"`
-		Skipped       string `json:"skipped,omitempty"`
+		NodesLabelled int `json:"nodesLabelled"`
+		// PerCluster is Memory less the 0-spoke baseline, per cluster.
+		PerCluster perSpoke `json:"perCluster"`
+		// Unlimited is a second controller on the same clusters once they are in sync, run
+		// without GOMEMLIMIT: what a connected 100-Node spoke costs at a shard's scale, the
+		// first use of every code path (TLS, HTTP/2, decoders) spread over thousands.
+		Unlimited *UnlimitedRun `json:"unlimited,omitempty"`
+		Skipped   string        `json:"skipped,omitempty"`
 	} `json:"simLarge"`
 	Restart struct {
 		Clusters int `json:"clusters"`
@@ -435,6 +455,18 @@ func (r *Report) Judge() {
 			m.At.Wave.Drifted, r.RSSMiB, r.HeapMiB, r.LiveMiB, r.StackMiB))
 	}
 	add(perSpoke)
+	if sl := r.SimLarge; sl.Skipped == "" && sl.Unlimited != nil {
+		u := sl.Unlimited
+		g := Goal{Figure: fmt.Sprintf("Hub memory per connected spoke at a shard's scale (%d simulated clusters, %d Nodes in each cache, vs 0)", sl.Clusters, sl.CacheNodes),
+			Goal: fmt.Sprintf("≤ %.1f MiB RSS per 100-Node spoke", goalRSSPerSpokeMiB), Skipped: u.Skipped != "", Note: u.Skipped}
+		if !g.Skipped {
+			pc := u.PerCluster
+			g.Measured = fmt.Sprintf("%.3f MiB RSS (%.3f anonymous): %.3f MiB heap in use (%.3f live), %.3f MiB stacks, %.1f goroutines", pc.RSSMiB, pc.AnonMiB, pc.HeapMiB, pc.LiveMiB, pc.StackMiB, pc.Goroutines)
+			g.Pass = pc.RSSMiB > 0 && pc.RSSMiB <= goalRSSPerSpokeMiB
+			g.Note = joinNotes(ratioMiss(pc.RSSMiB, goalRSSPerSpokeMiB), fmt.Sprintf("GOMEMLIMIT unset (the headline run; with the shipped soft limit %.3f MiB RSS, §4); each simulated cluster is its own TLS connection, watches and 100-Node cache, as a real spoke is to the controller; measured %s after all %d were InSync", sl.PerCluster.RSSMiB, r.Config.MemorySettle, sl.Clusters))
+		}
+		add(g)
+	}
 	iso := r.Isolation
 	if iso.Skipped != "" {
 		add(Goal{Figure: "Isolation", Goal: "≤ 1.1×", Skipped: true, Note: iso.Skipped})
@@ -509,7 +541,7 @@ func (r *Report) Markdown() string {
 	p("Spread over %d healthy spokes, %d at a time. Times run from the watch event that shows the new Node (or the removal) to the watch event that shows the pool's labels and taint on it, both seen by the same admin informer. New Nodes are made by `Spoke.ScaleUp` + `LinkNode` from a MachineSet template that lacks one pool label (changed on the hub only), so every new Node needs a write; %d were born holding everything (the controller had already fixed the Machine) and are left out. Unrepaired within the timeout: %d.\n", rc.SpokesUsed, rc.Concurrency, rc.BornInSync, rc.Unrepaired)
 	m := r.Memory
 	p("\n## 4. Hub memory\n\n")
-	p("Measured in the controller process right after `runtime.GC()` (repeated until the goroutine stacks stop shrinking, at most 5 times, as they do over a running controller's periodic GCs): heap in use is `HeapInuse` (spans holding objects, so it counts their free slots too), live heap `HeapAlloc`, stacks `StackInuse`; freed heap not yet returned to the OS is `HeapIdle − HeapReleased` (in RSS until the runtime's scavenger returns it); RSS is its `/proc/<pid>/status` VmRSS, split into RssAnon (heap, stacks, the runtime's own memory) and RssFile (pages of files: the binary's code, paged in as it first runs, so the 0-spoke baseline, which never ran a spoke's TLS, HTTP/2 and decoding code, has less of it). %s\n\n| connected | heap in use | live heap | stacks | freed, not returned | RSS | anonymous | file pages | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", r.memoryLimitNote())
+	p("Measured in the controller process %s after every cluster is InSync (`-memory-settle`: the controller at rest, after what it does once a burst is over; freed heap is returned at its next --heap-release-interval once it has gone quiet), right after `runtime.GC()` (repeated until the goroutine stacks stop shrinking, at most 5 times, as they do over a running controller's periodic GCs): heap in use is `HeapInuse` (spans holding objects, so it counts their free slots too), live heap `HeapAlloc`, stacks `StackInuse`; freed heap not yet returned to the OS is `HeapIdle − HeapReleased` (in RSS until the runtime's scavenger returns it); RSS is its `/proc/<pid>/status` VmRSS, split into RssAnon (heap, stacks, the runtime's own memory) and RssFile (pages of files: the binary's code, paged in as it first runs, so the 0-spoke baseline, which never ran a spoke's TLS, HTTP/2 and decoding code, has less of it). %s\n\n| connected | heap in use | live heap | stacks | freed, not returned | RSS | anonymous | file pages | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", r.Config.MemorySettle, r.memoryLimitNote())
 	row := func(what string, x Memory) {
 		p("| %s | %.1f MiB | %.1f MiB | %.2f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d |\n", what, x.HeapInuseMiB, x.HeapAllocMiB, x.StackInuseMiB, x.UnreturnedMiB, x.RSSMiB, x.AnonMiB, x.FileMiB, x.Goroutines)
 	}
@@ -554,6 +586,14 @@ func (r *Report) Markdown() string {
 	if sl := r.SimLarge; sl.Skipped == "" {
 		p("Larger caches: after the restarts, the same %d simulated clusters are moved onto %d of those real spokes (their kubeconfig Secrets re-pointed, their Machines, MachineSets and Nodes made again there, unlabelled), so that each cache holds %d Nodes (with their Machines and MachineSets), and a controller is started as config/hub runs it (set-up %.0f s). %d of %d clusters InSync after %.0f s; the controller's RSS, sampled once a second meanwhile, peaked at **%.0f MiB**; at the end %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live, %.0f MiB stacks (%d goroutines); %d Nodes hold their pool's label.\n\n",
 			sl.Clusters, sl.RealSpokes, sl.CacheNodes, sl.SetupS, sl.InSync, sl.Clusters, sl.AllInSyncS, sl.PeakRSSMiB, sl.Memory.RSSMiB, sl.Memory.HeapInuseMiB, sl.Memory.HeapAllocMiB, sl.Memory.StackInuseMiB, sl.Memory.Goroutines, sl.NodesLabelled)
+		if u := sl.Unlimited; u != nil && u.Skipped == "" {
+			pc := u.PerCluster
+			p("The same clusters in sync, under a controller started **without GOMEMLIMIT** (the figures above ran with it, and the heap then sat near the soft limit): %d of %d InSync after %.0f s, RSS peak %.0f MiB; measured %s after, at rest: %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live, %.0f MiB stacks, %.0f MiB freed and not returned (%d goroutines). Per cluster, less the 0-spoke baseline: **%.3f MiB RSS** (%.3f anonymous), %.3f MiB heap in use (%.3f live), %.3f MiB stacks, %.1f goroutines. With the soft limit, the first run's end: %.3f MiB RSS a cluster, %.3f heap in use (%.3f live).\n\n",
+				u.InSync, sl.Clusters, u.AllInSyncS, u.PeakRSSMiB, r.Config.MemorySettle, u.Memory.RSSMiB, u.Memory.HeapInuseMiB, u.Memory.HeapAllocMiB, u.Memory.StackInuseMiB, u.Memory.UnreturnedMiB, u.Memory.Goroutines,
+				pc.RSSMiB, pc.AnonMiB, pc.HeapMiB, pc.LiveMiB, pc.StackMiB, pc.Goroutines, sl.PerCluster.RSSMiB, sl.PerCluster.HeapMiB, sl.PerCluster.LiveMiB)
+		} else if u != nil {
+			p("A controller started without GOMEMLIMIT on the same clusters: %s.\n\n", u.Skipped)
+		}
 	}
 	iso := r.Isolation
 	p("\n## 5. Isolation\n\n")

@@ -201,7 +201,7 @@ func (b *bench) main(ctx context.Context) error {
 	if err := b.baseline(ctx, proc, spokes); err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	time.Sleep(3 * time.Second)
+	b.atRest()
 	memMain, err := proc.memory()
 	if err != nil {
 		return err
