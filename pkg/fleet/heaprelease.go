@@ -4,12 +4,10 @@ import (
 	"context"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // DefaultHeapReleaseInterval is how often the controller looks for freed heap to return to the
@@ -17,15 +15,18 @@ import (
 const DefaultHeapReleaseInterval = 10 * time.Second
 
 // Free heap is returned to the OS when there is at least heapReleaseMin of it, and more than
-// the process would allocate in heapReleaseReuse at the rate of the last interval: more than
-// it could reuse before two of Go's periodic (2-minute) collections. At rest that never holds
-// twice: a collection frees at most what was allocated since the one before, at most 2
-// minutes' worth. So the floor only spares a collection for a few pages; it is small because
-// a small controller's whole cost is a few MiB (10 connected spokes of 100 Nodes: 6 MiB of
-// live heap).
+// the process would allocate in heapReleaseReuse at its rate over the last heapReleaseWindow:
+// more than it could reuse before two of Go's periodic (2-minute) collections. At rest that
+// never holds: a collection frees at most what was allocated since the one before, at most 2
+// minutes' worth. The window spans Prometheus's scrape interval (30 s in config/hub), so that
+// scrapes, each a burst of allocation at thousands of clusters, count in the rate; a burst
+// leaves the window 30 s after it ends, and its garbage is returned then. The floor only spares
+// a collection for a few pages; it is small because a small controller's whole cost is a few
+// MiB (10 connected spokes of 100 Nodes: 6 MiB of live heap).
 const (
-	heapReleaseMin   = 1 << 20
-	heapReleaseReuse = 4 * time.Minute
+	heapReleaseMin    = 1 << 20
+	heapReleaseReuse  = 4 * time.Minute
+	heapReleaseWindow = 30 * time.Second
 )
 
 // heapReleaser returns freed heap to the OS once the process has gone quiet after a burst of
@@ -44,20 +45,13 @@ type heapReleaser struct {
 	read     func() (free, allocated uint64) // free heap, bytes allocated since start
 	release  func()
 	releases prometheus.Counter // heap_releases_total
+
+	allocs []uint64 // bytes allocated since start, read at the last ticks: heapReleaseWindow's worth
 }
 
-var (
-	heapReleasesOnce sync.Once
-	heapReleases     prometheus.Counter
-)
-
-func newHeapReleaser(interval time.Duration, log logr.Logger) *heapReleaser {
-	heapReleasesOnce.Do(func() {
-		heapReleases = prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "heap_releases_total",
-			Help: "Times freed heap was returned to the OS (one forced collection each) once the process had gone quiet after a burst of work."})
-		metrics.Registry.MustRegister(heapReleases)
-	})
-	return &heapReleaser{interval: interval, log: log, read: readHeap, release: debug.FreeOSMemory, releases: heapReleases}
+// newHeapReleaser returns a releaser counting its releases in releases (heap_releases_total).
+func newHeapReleaser(interval time.Duration, log logr.Logger, releases prometheus.Counter) *heapReleaser {
+	return &heapReleaser{interval: interval, log: log, read: readHeap, release: debug.FreeOSMemory, releases: releases}
 }
 
 // NeedLeaderElection is false: a standby's memory is the pod's too.
@@ -66,35 +60,45 @@ func (h *heapReleaser) NeedLeaderElection() bool { return false }
 func (h *heapReleaser) Start(ctx context.Context) error {
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
-	_, last := h.read()
+	_, allocated := h.read()
+	h.allocs = append(h.allocs, allocated)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		last = h.tick(last)
+		h.tick()
 	}
 }
 
-// tick returns free heap to the OS if releasable says so, and the allocation count it read.
-func (h *heapReleaser) tick(lastAllocated uint64) uint64 {
+// tick returns free heap to the OS if releasable says so, over the allocation of the window
+// that ends now (or of every tick so far, before there have been a window's worth).
+func (h *heapReleaser) tick() {
 	free, allocated := h.read()
-	if !releasable(free, allocated-lastAllocated, h.interval) {
-		return allocated
+	ticks := max(1, int((heapReleaseWindow+h.interval-1)/h.interval))
+	h.allocs = append(h.allocs, allocated)
+	if len(h.allocs) > ticks+1 {
+		h.allocs = append(h.allocs[:0], h.allocs[len(h.allocs)-ticks-1:]...)
+	}
+	window := time.Duration(len(h.allocs)-1) * h.interval
+	if !releasable(free, allocated-h.allocs[0], window) {
+		return
 	}
 	start := time.Now()
 	h.release()
 	h.releases.Inc()
-	after, allocated := h.read()
+	after, _ := h.read()
 	h.log.V(1).Info("returned free heap to the OS", "freeMiB", free>>20, "freeAfterMiB", after>>20, "took", time.Since(start).Round(time.Millisecond))
-	return allocated
 }
 
 // releasable says whether free heap is worth returning, with allocated bytes allocated over the
-// last interval.
-func releasable(free, allocated uint64, interval time.Duration) bool {
-	reuse := float64(allocated) * float64(heapReleaseReuse) / float64(interval)
+// last window.
+func releasable(free, allocated uint64, window time.Duration) bool {
+	if window <= 0 {
+		return false
+	}
+	reuse := float64(allocated) * float64(heapReleaseReuse) / float64(window)
 	return free >= heapReleaseMin && float64(free) > reuse
 }
 

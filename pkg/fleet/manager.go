@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -85,7 +86,7 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 		}
 	}
 	if mc.HeapReleaseInterval > 0 {
-		if err := mgr.Add(newHeapReleaser(mc.HeapReleaseInterval, mgr.GetLogger().WithName("heap"))); err != nil {
+		if err := mgr.Add(newHeapReleaser(mc.HeapReleaseInterval, mgr.GetLogger().WithName("heap"), register(metrics.Registry, newHeapReleases()))); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -42,6 +42,7 @@ type Metrics struct {
 	Denied       *prometheus.GaugeVec     // denied_objects{cluster,pool}
 	// NoExecutePending: noexecute_pending_nodes{cluster,pool}
 	NoExecutePending *prometheus.GaugeVec
+	HeapReleases     prometheus.Counter // heap_releases_total (heapReleaser)
 
 	mu     sync.Mutex
 	states map[string]string // cluster -> state
@@ -78,7 +79,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Objects of a pool whose patch the spoke denied (admission webhook, 400/403/422); retried every --denied-retry."}, []string{"cluster", "pool"}),
 		NoExecutePending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "noexecute_pending_nodes",
 			Help: "Nodes of a pool that a paced rollout of its new or changed NoExecute taints has not reached yet; no series when none waits."}, []string{"cluster", "pool"}),
-		states: map[string]string{},
+		HeapReleases: newHeapReleases(),
+		states:       map[string]string{},
 	}
 	m.Clusters = register(reg, m.Clusters)
 	m.ClusterState = register(reg, m.ClusterState)
@@ -93,6 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Contested = register(reg, m.Contested)
 	m.Denied = register(reg, m.Denied)
 	m.NoExecutePending = register(reg, m.NoExecutePending)
+	m.HeapReleases = register(reg, m.HeapReleases)
 	for _, s := range allStates {
 		m.Clusters.WithLabelValues(s).Set(0)
 	}
@@ -165,6 +168,12 @@ func (m *Metrics) State(cluster string) string {
 // register registers c, or returns the collector already registered under
 // the same descriptor (several managers in one process, as in tests, share
 // one registry).
+// newHeapReleases makes heap_releases_total, which NewManager's heapReleaser counts in.
+func newHeapReleases() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "heap_releases_total",
+		Help: "Times freed heap was returned to the OS (one forced collection each) once the process had gone quiet after a burst of work."})
+}
+
 func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
