@@ -68,8 +68,8 @@ type Config struct {
 	SimSteady time.Duration
 	// MemorySettle is how long the controller runs on once every cluster is InSync before its
 	// memory is measured: the state a controller at rest spends its life in, after what it
-	// does once a burst is over (records packed 10 s after a burst began, freed heap returned
-	// at the next --heap-release-interval).
+	// does once a burst is over: freed heap is returned once the burst has left the heap
+	// releaser's 30 s window, at its next --heap-release-interval (10 s).
 	MemorySettle time.Duration
 	// SimRSSCapMiB stops the simulation when the controller's RSS passes
 	// it (protects a shared machine); 0 disables.
@@ -125,7 +125,7 @@ func DefaultConfig() Config {
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,
 		IdleResync:      3 * time.Minute,
 		ConvergeTimeout: 5 * time.Minute,
-		MemorySettle:    20 * time.Second,
+		MemorySettle:    45 * time.Second,
 	}
 }
 
