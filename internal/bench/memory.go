@@ -49,10 +49,10 @@ func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spok
 	if dim == "nodes" {
 		// The same spokes, in sync now: a controller started again connects and writes nothing.
 		proc.stop()
-		if m, err := b.restartedMemory(ctx, fmt.Sprintf("%s-%d-restarted", dim, len(spokes)), len(spokes)); err != nil {
-			b.rep.note("restarted %s point: %v", dim, err)
+		if r := b.restartedMemory(ctx, fmt.Sprintf("%s-%d-restarted", dim, len(spokes)), b.memLimit, len(spokes), b.cfg.ConvergeTimeout); r.Skipped != "" {
+			b.rep.note("restarted %s point: %s", dim, r.Skipped)
 		} else {
-			pt.Restarted = &m
+			pt.Restarted = &r.Memory
 		}
 	}
 	b.logf("point %s %d×%.0f: convergence %.0f ms (%.2f× ideal), %.2f req/object, heap %.1f MiB, RSS %.1f MiB", dim, pt.Wave.Spokes, pt.Wave.NodesPerSpoke, pt.Wave.ConvergenceMs, pt.Wave.Ratio, pt.Wave.PerObject, pt.Memory.HeapInuseMiB, pt.Memory.RSSMiB)
@@ -63,19 +63,35 @@ func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spok
 // measured (Config.MemorySettle).
 func (b *bench) atRest() { time.Sleep(b.cfg.MemorySettle) }
 
-// restartedMemory starts a controller on spokes already in sync and measures it once every
-// cluster is InSync.
-func (b *bench) restartedMemory(ctx context.Context, name string, spokes int) (Memory, error) {
-	proc, err := b.startController(ctx, name)
+// restartedMemory starts a controller with memLimit as its GOMEMLIMIT ("": none) on n clusters
+// already in sync, waits up to timeout for every one to be InSync (sampling its RSS meanwhile),
+// and measures it at rest. Skipped says why it stopped short.
+func (b *bench) restartedMemory(ctx context.Context, name, memLimit string, n int, timeout time.Duration) *RestartedRun {
+	r := &RestartedRun{}
+	proc, err := b.start(ctx, name, memLimit)
 	if err != nil {
-		return Memory{}, err
+		r.Skipped = "failed: " + err.Error()
+		return r
 	}
 	defer proc.stop()
-	if err := b.waitInSync(ctx, proc, spokes, b.cfg.ConvergeTimeout); err != nil {
-		return Memory{}, err
+	got, inSyncAt, err := b.waitStateAt(ctx, proc, fleet.StateInSync, n, timeout, func(int) {
+		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil {
+			r.PeakRSSMiB = max(r.PeakRSSMiB, mib(rss))
+		}
+	})
+	r.InSync, r.AllInSyncS = got, inSyncAt.Sub(proc.started).Seconds()
+	if err != nil {
+		r.Skipped = fmt.Sprintf("%d of %d InSync when the wait stopped: %v", got, n, err)
+		return r
 	}
 	b.atRest()
-	return proc.memory()
+	if r.Memory, err = proc.memory(); err != nil {
+		r.Skipped = "memory: " + err.Error()
+		return r
+	}
+	r.PeakRSSMiB = max(r.PeakRSSMiB, r.Memory.RSSMiB)
+	r.PerCluster = perSpokeOf(r.Memory, b.rep.Memory.Idle0, n)
+	return r
 }
 
 // zero measures the controller with every ClusterDeployment paused.

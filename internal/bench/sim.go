@@ -268,41 +268,14 @@ func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[
 	s.NodesLabelled = simNodesLabelled(ctx, spokes)
 	b.logf("sim-large: %d/%d InSync in %.0f s; RSS peak %.0f MiB, at the end %.0f MiB (heap %.0f MiB); %d Nodes labelled", got, n, s.AllInSyncS, s.PeakRSSMiB, s.Memory.RSSMiB, s.Memory.HeapInuseMiB, s.NodesLabelled)
 	if got == n {
+		// The same clusters, in sync now, under a controller without GOMEMLIMIT: the per-spoke
+		// cost at a shard's scale, which the soft limit does not squeeze (the run above held
+		// the heap near it).
 		proc.stop()
-		s.Unlimited = b.simLargeUnlimited(ctx, n)
+		u := b.restartedMemory(ctx, "sim-large-unlimited", "", n, b.cfg.SimTimeout)
+		s.Unlimited = u
+		b.logf("sim-large without GOMEMLIMIT: %d/%d InSync in %.0f s; RSS %.0f MiB (peak %.0f), %.3f MiB a cluster %s", u.InSync, n, u.AllInSyncS, u.Memory.RSSMiB, u.PeakRSSMiB, u.PerCluster.RSSMiB, u.Skipped)
 	}
-}
-
-// simLargeUnlimited starts a controller without GOMEMLIMIT on the n simulated clusters, now in
-// sync, and measures it at rest: the per-spoke cost at a shard's scale, which GOMEMLIMIT does
-// not squeeze (the run before it held the heap near the soft limit).
-func (b *bench) simLargeUnlimited(ctx context.Context, n int) *UnlimitedRun {
-	u := &UnlimitedRun{}
-	proc, err := b.start(ctx, "sim-large-unlimited", "")
-	if err != nil {
-		u.Skipped = "failed: " + err.Error()
-		return u
-	}
-	defer proc.stop()
-	got, inSyncAt, err := b.waitStateAt(ctx, proc, fleet.StateInSync, n, b.cfg.SimTimeout, func(int) {
-		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil {
-			u.PeakRSSMiB = max(u.PeakRSSMiB, mib(rss))
-		}
-	})
-	u.InSync, u.AllInSyncS = got, inSyncAt.Sub(proc.started).Seconds()
-	if err != nil {
-		u.Skipped = fmt.Sprintf("%d of %d InSync when the wait stopped: %v", got, n, err)
-		return u
-	}
-	b.atRest()
-	if u.Memory, err = proc.memory(); err != nil {
-		u.Skipped = "memory: " + err.Error()
-		return u
-	}
-	u.PeakRSSMiB = max(u.PeakRSSMiB, u.Memory.RSSMiB)
-	u.PerCluster = perSpokeOf(u.Memory, b.rep.Memory.Idle0, n)
-	b.logf("sim-large without GOMEMLIMIT: %d/%d InSync in %.0f s; RSS %.0f MiB (peak %.0f), %.3f MiB a cluster", got, n, u.AllInSyncS, u.Memory.RSSMiB, u.PeakRSSMiB, u.PerCluster.RSSMiB)
-	return u
 }
 
 // settleQuiet is how long a controller must send the hub nothing but
