@@ -15,7 +15,16 @@ import (
 // startFleet starts a hub and n spokes with audit logs, stopped at cleanup.
 func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 	t.Helper()
+	return startFleetWith(t, ctx, n, nil)
+}
+
+// startFleetWith is startFleet with options of the test's own (mutate may be nil).
+func startFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*localfleet.Options)) *localfleet.Fleet {
+	t.Helper()
 	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir()}
+	if mutate != nil {
+		mutate(&opts)
+	}
 	if os.Getenv("LOCALFLEET_LOG") != "" {
 		opts.Log = os.Stderr
 	}

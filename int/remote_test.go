@@ -2,12 +2,16 @@ package int_test
 
 import (
 	"context"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -296,4 +300,85 @@ func settle() (int, uint64) {
 	}
 	runtime.ReadMemStats(&ms)
 	return runtime.NumGoroutine(), ms.HeapAlloc
+}
+
+// A connect fills the trimmed cache with one streaming list a kind (a watch with
+// sendInitialEvents, which ends its initial events with a bookmark), so the spoke sees the
+// probe and three watches, no list. A spoke whose API server runs without the WatchList
+// feature (Kubernetes 1.33's default) refuses those with 422 and is listed and watched instead.
+// Both on real API servers: the cache must hold what the spoke holds either way.
+func TestConnectStreamsListsOrListsWhereTheSpokeCannot(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args map[string]string
+		// refused streaming lists, streaming lists served, lists, plain watches
+		want [4]int
+	}{
+		{name: "WatchList on", want: [4]int{0, 3, 0, 0}},
+		{name: "WatchList off", args: map[string]string{"feature-gates": "WatchList=false"}, want: [4]int{3, 0, 3, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			f := startFleetWith(t, ctx, 1, func(o *localfleet.Options) { o.SpokeArgs = tc.args })
+			s := f.Spokes()[0]
+			addInfraPool(t, ctx, s, 3)
+			cache := remote.NewManager(f.Hub.Client, remote.Options{})
+			cctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- cache.Start(cctx) }()
+			defer func() {
+				stop()
+				if err := <-done; err != nil {
+					t.Errorf("remote manager: %v", err)
+				}
+			}()
+			cd, err := s.ClusterDeployment(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cache.Ensure(ctx, cd)
+			waitFor(t, "", 30*time.Second, func() bool { return cache.Status(s.Key()).Connected })
+			sp, err := cache.GetSpoke(s.Key())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []client.ObjectList{&corev1.NodeList{}, &machinev1beta1.MachineList{}, &machinev1beta1.MachineSetList{}} {
+				if err := sp.List(ctx, l, client.InNamespace(localfleet.MachineAPINamespace)); err != nil {
+					t.Fatal(err)
+				}
+				if n := meta.LenList(l); n != map[bool]int{true: 1, false: 3}[isMachineSetList(l)] {
+					t.Errorf("%T holds %d items", l, n)
+				}
+			}
+			var got [4]int
+			for _, e := range readAudit(t, s.AuditLogPath) {
+				streaming := strings.Contains(e.RequestURI, "sendInitialEvents=true")
+				// A watch is logged when its response starts and when it completes: each is
+				// counted once, a refused one when complete, a served one when started.
+				switch refused := e.ResponseStatus.Code == http.StatusUnprocessableEntity; {
+				case e.Verb == "watch" && streaming && refused:
+					if e.Stage == "ResponseComplete" {
+						got[0]++
+					}
+				case e.Verb == "watch" && streaming && e.Stage == "ResponseStarted":
+					got[1]++
+				case e.Verb == "list":
+					got[2]++
+				case e.Verb == "watch" && e.Stage == "ResponseStarted":
+					got[3]++
+				}
+			}
+			if got != tc.want {
+				t.Errorf("the connect sent (refused streaming lists, streaming lists, lists, watches) %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func isMachineSetList(l client.ObjectList) bool {
+	_, ok := l.(*machinev1beta1.MachineSetList)
+	return ok
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// another identity (a ServiceAccount) is recorded with the impersonated
 	// user in AuditEvent.ImpersonatedUser.
 	HubAuditUsers []string
+	// SpokeArgs are extra kube-apiserver flags of every spoke (name without dashes, value),
+	// e.g. "feature-gates": "WatchList=false" for a spoke as Kubernetes 1.33 ships.
+	SpokeArgs map[string]string
 }
 
 // Fleet is a hub and its spokes, each a real kube-apiserver. All of them

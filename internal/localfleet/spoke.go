@@ -3,6 +3,7 @@ package localfleet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -137,6 +138,7 @@ func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) {
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(extra, f.opts.SpokeArgs)
 	s.AuditLogPath = auditPath
 	srv, err := f.newAPIServer(name, extra)
 	if err != nil {

@@ -45,6 +45,8 @@ type fakeSpoke struct {
 	mu                              sync.Mutex
 	paths                           map[string]int // method + path -> count
 	conns                           atomic.Int64   // TCP connections accepted
+	noStreaming                     atomic.Bool    // refuse streaming lists (sendInitialEvents)
+	lists, streams                  atomic.Int64   // lists, and streaming lists (refused or not)
 }
 
 func newFakeSpoke(t *testing.T, token string) *fakeSpoke {
@@ -101,19 +103,14 @@ func (f *fakeSpoke) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	if q.Get("watch") == "true" || q.Get("watch") == "1" {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+		f.serveWatch(w, r)
 		return
 	}
+	f.lists.Add(1)
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case r.URL.Path == "/api/v1/nodes":
-		fmt.Fprint(w, `{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[`+
-			`{"metadata":{"name":"n1","uid":"u1","resourceVersion":"9","labels":{"a":"b"},"managedFields":[{"manager":"kubelet"}],"ownerReferences":[{"apiVersion":"v1","kind":"X","name":"x","uid":"x"}]},`+
-			`"spec":{"providerID":"aws:///i-1","podCIDR":"10.0.0.0/24","taints":[{"key":"k","effect":"NoSchedule"}]},`+
-			`"status":{"capacity":{"cpu":"4"},"conditions":[{"type":"Ready","status":"True"}]}}]}`)
+		fmt.Fprint(w, `{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[`+fakeNode+`]}`)
 	case strings.HasSuffix(r.URL.Path, "/machines"):
 		fmt.Fprint(w, `{"kind":"MachineList","apiVersion":"machine.openshift.io/v1beta1","metadata":{"resourceVersion":"10"},"items":[]}`)
 	case strings.HasSuffix(r.URL.Path, "/machinesets"):
@@ -121,6 +118,42 @@ func (f *fakeSpoke) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeStatus(w, http.StatusNotFound, "NotFound")
 	}
+}
+
+// fakeNode is the fake spoke's one Node, in JSON.
+const fakeNode = `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","uid":"u1","resourceVersion":"9","labels":{"a":"b"},"managedFields":[{"manager":"kubelet"}],"ownerReferences":[{"apiVersion":"v1","kind":"X","name":"x","uid":"x"}]},` +
+	`"spec":{"providerID":"aws:///i-1","podCIDR":"10.0.0.0/24","taints":[{"key":"k","effect":"NoSchedule"}]},` +
+	`"status":{"capacity":{"cpu":"4"},"conditions":[{"type":"Ready","status":"True"}]}}`
+
+// serveWatch holds a watch open until the client goes. A streaming list (sendInitialEvents)
+// first gets the kind's objects as ADDED events and the bookmark that ends them, as a
+// kube-apiserver sends them, or 422 Invalid when noStreaming is set (a server without the
+// WatchList feature).
+func (f *fakeSpoke) serveWatch(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("sendInitialEvents") == "true" {
+		f.streams.Add(1)
+		if f.noStreaming.Load() {
+			writeStatus(w, http.StatusUnprocessableEntity, string(metav1.StatusReasonInvalid))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		end := `"metadata":{"resourceVersion":"10","annotations":{"` + metav1.InitialEventsAnnotationKey + `":"true"}}}}`
+		switch {
+		case r.URL.Path == "/api/v1/nodes":
+			fmt.Fprintln(w, `{"type":"ADDED","object":`+fakeNode+`}`)
+			fmt.Fprintln(w, `{"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1",`+end)
+		case strings.HasSuffix(r.URL.Path, "/machines"):
+			fmt.Fprintln(w, `{"type":"BOOKMARK","object":{"kind":"Machine","apiVersion":"machine.openshift.io/v1beta1",`+end)
+		default:
+			fmt.Fprintln(w, `{"type":"BOOKMARK","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",`+end)
+		}
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+	}
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
 }
 
 func writeStatus(w http.ResponseWriter, code int, reason string) {

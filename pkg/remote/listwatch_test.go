@@ -42,6 +42,16 @@ func (s *scriptedEvents) Decode() (watch.EventType, runtime.Object, error) {
 
 func (s *scriptedEvents) Close() { s.closed = true }
 
+// blockedEvents is a watch that sends nothing until its request is cancelled.
+type blockedEvents struct{ ctx context.Context }
+
+func (b *blockedEvents) Decode() (watch.EventType, runtime.Object, error) {
+	<-b.ctx.Done()
+	return "", nil, b.ctx.Err()
+}
+
+func (b *blockedEvents) Close() {}
+
 // TestKindLoop drives a loop through lists and watches answered from a script, and checks
 // the requests it makes (list or watch, at which resourceVersion), what the store holds, and
 // when it waits.
@@ -52,20 +62,73 @@ func TestKindLoop(t *testing.T) {
 	}
 	expired := apierrors.NewResourceExpired("too old resource version")
 	type answer struct {
-		list   *corev1.NodeList
-		events *scriptedEvents
-		err    error
+		list    *corev1.NodeList
+		events  *scriptedEvents
+		blocked bool // a watch that sends nothing until it is cancelled
+		err     error
 	}
+	end := node("", "10", nil)
+	end.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "", nil)
 	tests := []struct {
 		name    string
 		answers []answer
-		// want is the requests, as "list@rv" or "watch@rv"; the last one, past the script,
-		// ends the test.
+		// stream: the loop starts with streaming lists (as it runs); otherwise it lists.
+		stream bool
+		// want is the requests, as "list@rv", "watch@rv" or "stream@rv" (a streaming list);
+		// the last one, past the script, ends the test.
 		want      []string
 		wantNames []string
 		// wantWaits is how many backoff waits the loop took.
 		wantWaits int
 	}{{
+		name:   "a streaming list fills the store at the end of its initial events and goes on watching on the same stream",
+		stream: true,
+		answers: []answer{
+			{events: &scriptedEvents{events: []watch.Event{
+				{Type: watch.Added, Object: node("a", "9", nil)},
+				{Type: watch.Added, Object: node("b", "8", nil)},
+				{Type: watch.Bookmark, Object: node("", "9", nil)}, // not the end yet
+				{Type: watch.Bookmark, Object: end},
+				{Type: watch.Deleted, Object: node("b", "12", nil)},
+			}, err: io.EOF}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Added, Object: node("c", "13", nil)}}, err: io.EOF}},
+		},
+		want:      []string{"stream@0", "watch@12", "watch@13"},
+		wantNames: []string{"a", "c"},
+	}, {
+		name:   "a streaming list refused as invalid (no WatchList on the server) lists at once, then for good",
+		stream: true,
+		answers: []answer{
+			{err: invalid},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "20"}, Items: []corev1.Node{*node("c", "19", nil)}}},
+		},
+		want:      []string{"stream@0", "list@0", "watch@10", "list@", "watch@20"},
+		wantNames: []string{"c"},
+	}, {
+		name:   "a streaming list whose initial events do not end in time (a server that ignores sendInitialEvents) lists instead",
+		stream: true,
+		answers: []answer{
+			{blocked: true},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
+		},
+		want:      []string{"stream@0", "list@0", "watch@10"},
+		wantNames: []string{"a"},
+	}, {
+		name:   "a stream that ends before its initial events do backs off and streams again; one that ends right after them (no event of its own) too; an expired watch streams from a quorum read",
+		stream: true,
+		answers: []answer{
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Added, Object: node("a", "9", nil)}}, err: io.EOF}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Bookmark, Object: end}}, err: io.ErrUnexpectedEOF}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Added, Object: node("d", "21", nil)}, {Type: watch.Bookmark, Object: end}}, err: io.EOF}},
+		},
+		want:      []string{"stream@0", "stream@0", "watch@10", "stream@", "watch@10"},
+		wantNames: []string{"d"},
+		wantWaits: 3,
+	}, {
 		name: "list, watch, re-watch from the last event and bookmark",
 		answers: []answer{
 			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
@@ -143,7 +206,7 @@ func TestKindLoop(t *testing.T) {
 				return tt.answers[len(got)-1]
 			}
 			st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
-			l := &kindLoop{store: st, clock: clk,
+			l := &kindLoop{store: st, clock: clk, listOnly: !tt.stream, initialTimeout: 50 * time.Millisecond,
 				list: listItems(func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					a := next("list@" + o.ResourceVersion)
 					if a.err != nil {
@@ -154,13 +217,23 @@ func TestKindLoop(t *testing.T) {
 					}
 					return a.list, nil
 				}),
-				watch: func(_ context.Context, o metav1.ListOptions) (eventDecoder, error) {
+				watch: func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error) {
 					if !o.AllowWatchBookmarks || o.TimeoutSeconds == nil || *o.TimeoutSeconds < int64(watchTimeoutMin.Seconds()) {
 						t.Errorf("watch options %+v: want bookmarks and a timeout of at least %s", o, watchTimeoutMin)
 					}
-					a := next("watch@" + o.ResourceVersion)
+					req := "watch@"
+					if o.SendInitialEvents != nil && *o.SendInitialEvents {
+						req = "stream@"
+						if o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+							t.Errorf("streaming list options %+v: want resourceVersionMatch NotOlderThan", o)
+						}
+					}
+					a := next(req + o.ResourceVersion)
 					if a.err != nil {
 						return nil, a.err
+					}
+					if a.blocked {
+						return &blockedEvents{ctx: ctx}, nil
 					}
 					opened = append(opened, a.events)
 					return a.events, nil

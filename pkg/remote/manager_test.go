@@ -19,6 +19,43 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// assertServesFakeNode checks that s's cache holds the fake spoke's Node, trimmed.
+func assertServesFakeNode(t *testing.T, s Spoke) {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := s.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.Node{{
+		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1", ResourceVersion: "9", Labels: map[string]string{"a": "b"}},
+		Spec:       corev1.NodeSpec{ProviderID: "aws:///i-1", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
+	}}
+	if diff := cmp.Diff(want, nodes.Items); diff != "" {
+		t.Errorf("cached nodes (-want +got):\n%s", diff)
+	}
+}
+
+// A spoke that refuses streaming lists (no WatchList feature, as Kubernetes 1.33 ships) is
+// listed instead, at once: one refused request a kind, then a list and a watch.
+func TestCacheListsASpokeThatDoesNotStream(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	spokeSrv.noStreaming.Store(true)
+	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
+	c := NewManager(hub, fastOptions())
+	startCache(t, c)
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	if l, st := spokeSrv.lists.Load(), spokeSrv.streams.Load(); l != 3 || st != 3 {
+		t.Errorf("connect made %d lists and %d refused streaming lists, want 3 and 3", l, st)
+	}
+	s, err := c.GetSpoke(testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertServesFakeNode(t, s)
+}
+
 func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	spokeSrv := newFakeSpoke(t, "tok")
 	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
@@ -57,18 +94,11 @@ func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	if s.Server() != spokeSrv.srv.URL {
 		t.Errorf("Server() = %q, want %q", s.Server(), spokeSrv.srv.URL)
 	}
-	nodes := &corev1.NodeList{}
-	if err := s.List(context.Background(), nodes); err != nil {
-		t.Fatal(err)
+	// Each kind was filled by a streaming list: no list request.
+	if l, st := spokeSrv.lists.Load(), spokeSrv.streams.Load(); l != 0 || st != 3 {
+		t.Errorf("connect made %d lists and %d streaming lists, want 0 and 3", l, st)
 	}
-	want := []corev1.Node{{
-		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1", ResourceVersion: "9", Labels: map[string]string{"a": "b"}},
-		Spec:       corev1.NodeSpec{ProviderID: "aws:///i-1", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
-	}}
-	if diff := cmp.Diff(want, nodes.Items); diff != "" {
-		t.Errorf("cached nodes (-want +got):\n%s", diff)
-	}
+	assertServesFakeNode(t, s)
 	if err := s.List(context.Background(), &machinev1beta1.MachineList{}, client.InNamespace(MachineAPINamespace)); err != nil {
 		t.Errorf("list machines: %v", err)
 	}
@@ -95,7 +125,7 @@ func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	if n := spokeSrv.count("GET /api") + spokeSrv.count("GET /apis"); n != 0 {
 		t.Errorf("%d discovery requests", n)
 	}
-	// The probe, the three lists and watches, and the live requests share one HTTP/2
+	// The probe, the three streaming lists, and the live requests share one HTTP/2
 	// connection: one TCP connection and one TLS handshake (requests started together before
 	// a connection exists would each dial one).
 	if n := spokeSrv.conns.Load(); n != 1 {
