@@ -2,7 +2,6 @@ package remote
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,12 +126,17 @@ func (e *machineEvents) Decode() (watch.EventType, runtime.Object, error) {
 		var err error
 		event, err = e.readLine(event)
 		*e.buf = event[:0] // keeps whatever the event grew the buffer to
-		switch {
-		case err != nil && !errors.Is(err, io.EOF): // the body failed, or the event is too large
+		if err != nil && !errors.Is(err, io.EOF) { // the body failed, or the event is too large
 			return "", nil, err
-		case json.Valid(event): // a whole event, even one the stream ended without its newline
-			return decodeMachineEvent(event)
-		case err != nil:
+		}
+		// Decoded as it stands: a whole event decodes (even one the stream ended without its
+		// newline); one cut short at a line's end is a syntax error at its last byte, and reads
+		// on. The decoder's own validation is the only scan of the bytes before they are parsed.
+		typ, obj, derr := decodeMachineEvent(event)
+		if syntax, at := sigsjson.SyntaxErrorOffset(derr); !syntax || at < int64(len(event)) {
+			return typ, obj, derr
+		}
+		if err != nil {
 			return "", nil, fmt.Errorf("the Machine watch stream ended inside an event: %w", io.ErrUnexpectedEOF)
 		}
 	}
@@ -171,24 +175,28 @@ func (e *machineEvents) readLine(buf []byte) ([]byte, error) {
 	}
 }
 
-// decodeMachineEvent decodes one watch event's JSON. Nothing decoded refers to line.
+// decodeMachineEvent decodes one watch event's JSON in one pass, its object as a machineJSON; an
+// ERROR event's object is a Status (whose "status" is a string, not a Machine's), decoded as one
+// in a second pass. Nothing decoded refers to line.
 func decodeMachineEvent(line []byte) (watch.EventType, runtime.Object, error) {
 	var ev struct {
 		Type   watch.EventType `json:"type"`
-		Object json.RawMessage `json:"object"`
+		Object machineJSON     `json:"object"`
 	}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(line, &ev); err != nil {
+	err := sigsjson.UnmarshalCaseSensitivePreserveInts(line, &ev)
+	if ev.Type != watch.Error {
+		if err != nil {
+			return "", nil, err
+		}
+		return ev.Type, ev.Object.machine(), nil
+	}
+	var st struct {
+		Object metav1.Status `json:"object"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(line, &st); err != nil {
 		return "", nil, err
 	}
-	if ev.Type == watch.Error {
-		s := &metav1.Status{}
-		return ev.Type, s, sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, s)
-	}
-	var m machineJSON
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, &m); err != nil {
-		return "", nil, err
-	}
-	return ev.Type, m.machine(), nil
+	return watch.Error, &st.Object, nil
 }
 
 func (e *machineEvents) Close() { _ = e.body.Close() }

@@ -119,6 +119,12 @@ func TestMachineEventsFraming(t *testing.T) {
 		}
 	}
 
+	// A line that is not JSON fails at once: it is not read on as an event cut short.
+	garbled := newMachineEvents(io.NopCloser(strings.NewReader(`{"type":"ADDED","object":{]}` + "\n" + machineEvent("m1", 10) + "\n")))
+	if _, _, err := garbled.Decode(); err == nil || errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a garbled event: %v, want a syntax error", err)
+	}
+
 	huge := newMachineEvents(io.NopCloser(strings.NewReader(machineEvent("m1", maxEventBytes) + "\n")))
 	if _, _, err := huge.Decode(); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("an event above %d bytes: %v, want it refused", maxEventBytes, err)
@@ -169,5 +175,21 @@ func TestMachineEventsIdleHoldsNoBuffer(t *testing.T) {
 	h := body.holding
 	if len(h) < 6 || slices.Contains(h[:4], true) || h[len(h)-1] || slices.Contains(h[4:len(h)-1], false) {
 		t.Errorf("buffer held at each Read: %v, want false for the first 4 and the last, true between", h)
+	}
+}
+
+// BenchmarkMachineEvents decodes 100 Machine events of about 2 KiB, as a streaming list of a
+// 100-Machine spoke sends them.
+func BenchmarkMachineEvents(b *testing.B) {
+	stream := strings.Repeat(machineEvent("m1", 1500)+"\n", 100)
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		e := newMachineEvents(io.NopCloser(strings.NewReader(stream)))
+		for range 100 {
+			if _, _, err := e.Decode(); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
