@@ -126,8 +126,8 @@ func (e *machineEvents) Decode() (watch.EventType, runtime.Object, error) {
 		var err error
 		event, err = e.readLine(event)
 		*e.buf = event[:0] // keeps whatever the event grew the buffer to
-		if err != nil && !errors.Is(err, io.EOF) { // the body failed, or the event is too large
-			return "", nil, err
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", nil, err // the body failed, or the event is too large
 		}
 		// Decoded as it stands: a whole event decodes (even one the stream ended without its
 		// newline); one cut short at a line's end is a syntax error at its last byte, and reads
