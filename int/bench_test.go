@@ -98,6 +98,10 @@ func TestBenchPipeline(t *testing.T) {
 		if c.PerCluster > 2 || c.WritesPerCluster > 0.1 {
 			t.Errorf("%s cost: %+v", name, c)
 		}
+		// On the spokes, each cluster's connect: a probe and a streaming list a kind, no list.
+		if c.SpokePerCluster < 4 || c.Spoke.ByVerb["get"] < 20 || c.Spoke.ByVerb["watch"] < 60 || c.Spoke.ByVerb["list"] != 0 || c.Spoke.Writes() != 0 {
+			t.Errorf("%s spoke requests: %.2f per cluster, %v", name, c.SpokePerCluster, c.Spoke.ByVerb)
+		}
 	}
 	if f := rs.Failover; f.LeaseTakeoverS <= 0 || f.LeaseTakeoverS > f.Seconds || f.Standby == nil || f.Standby.Watches == 0 {
 		t.Errorf("failover: %+v", f)

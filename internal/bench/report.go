@@ -162,6 +162,11 @@ type RestartCase struct {
 	// servers and etcd share them).
 	ControllerCPUS float64 `json:"controllerCPUSeconds"`
 	MachineBusyPct float64 `json:"machineBusyPercent"`
+	// Spoke is what the spokes' audit logs recorded of the hub's credential over the same
+	// span (the probes, streaming lists, lists and watches of the connects); SpokePerCluster
+	// is all of it per simulated cluster.
+	Spoke           AuditCounts `json:"spokeRequests"`
+	SpokePerCluster float64     `json:"spokeRequestsPerCluster"`
 	// LeaseTakeoverS is when the standby became leader, after the kill.
 	LeaseTakeoverS float64 `json:"leaseTakeoverS,omitempty"`
 	// Standby is what the standby sent before the kill (its caches: lists

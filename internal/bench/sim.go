@@ -103,7 +103,7 @@ func (b *bench) sim(ctx context.Context) {
 		s.Skipped = "failed: " + err.Error()
 		return
 	}
-	cpu0 := markCPU(nil)
+	cpu0, spokes0 := markCPU(nil), b.markSpokeAudit()
 	proc, err := b.startController(ctx, "sim")
 	if err != nil {
 		s.Skipped = "failed: " + err.Error()
@@ -153,7 +153,7 @@ func (b *bench) sim(ctx context.Context) {
 	rs := &b.rep.Restart
 	rs.Clusters, rs.Others = n, others
 	if got == n {
-		if rs.FirstStart, err = b.settle(ctx, proc, proc.started, inSyncAt, n); err != nil {
+		if rs.FirstStart, err = b.settle(ctx, proc, proc.started, spokes0, inSyncAt, n); err != nil {
 			rs.Skipped = "failed: " + err.Error()
 		}
 		rs.FirstStart.Seconds, rs.FirstStart.InSync = inSyncAt.Sub(proc.started).Seconds(), got
@@ -286,7 +286,22 @@ const settleQuiet = 5 * time.Second
 // settle waits until the process has sent the hub nothing but watches and
 // Lease renewals for settleQuiet since every cluster was InSync (inSyncAt),
 // at most 2 minutes, and returns its hub requests from `from` on.
-func (b *bench) settle(ctx context.Context, proc *controllerProc, from, inSyncAt time.Time, n int) (RestartCase, error) {
+// spokeAuditMark is where each real spoke's audit log stood at a case's start.
+type spokeAuditMark map[string]int64
+
+// markSpokeAudit marks the audit logs of the real spokes the simulated clusters share.
+func (b *bench) markSpokeAudit() spokeAuditMark {
+	m := spokeAuditMark{}
+	for _, sp := range b.simSpokes() {
+		m[sp.AuditLogPath] = auditSize(sp.AuditLogPath)
+	}
+	return m
+}
+
+// settle waits until proc has been quiet on the hub for settleQuiet after inSyncAt, and counts
+// its hub requests from `from`, and the spokes' from mark: every controller's (a case runs one
+// that talks to spokes; a killed leader sends nothing).
+func (b *bench) settle(ctx context.Context, proc *controllerProc, from time.Time, mark spokeAuditMark, inSyncAt time.Time, n int) (RestartCase, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if err := b.hub.poll(); err != nil {
@@ -306,6 +321,14 @@ func (b *bench) settle(ctx context.Context, proc *controllerProc, from, inSyncAt
 		}
 	}
 	c := RestartCase{Hub: b.hub.count(proc.ua, from, time.Now()), SettleS: settleQuiet.Seconds()}
+	for path, off := range mark {
+		got, err := countAudit(path, off, time.Time{})
+		if err != nil {
+			return RestartCase{}, err
+		}
+		c.Spoke.add(got)
+	}
+	c.SpokePerCluster = float64(c.Spoke.Reads()+c.Spoke.Writes()) / float64(n)
 	c.PerCluster = float64(c.Hub.Requests()) / float64(n)
 	c.WritesPerCluster = float64(c.Hub.Writes) / float64(n)
 	return c, nil
@@ -343,7 +366,7 @@ func (b *bench) quiet(ctx context.Context, proc *controllerProc, min, gap, max t
 func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) error {
 	rs := &b.rep.Restart
 	first.stop()
-	cpu0 := markCPU(nil)
+	cpu0, spokes0 := markCPU(nil), b.markSpokeAudit()
 	leader, err := b.startController(ctx, "sim-restart")
 	if err != nil {
 		return err
@@ -365,7 +388,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	if err != nil && ctx.Err() != nil {
 		return err
 	}
-	if rs.Restart, err = b.settle(ctx, leader, leader.started, inSyncAt, n); err != nil {
+	if rs.Restart, err = b.settle(ctx, leader, leader.started, spokes0, inSyncAt, n); err != nil {
 		return err
 	}
 	rs.Restart.Seconds, rs.Restart.InSync = inSyncAt.Sub(leader.started).Seconds(), got
@@ -382,7 +405,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 		return err
 	}
 	controllerProfiled() // before the kill, which would cut the profile short
-	cpu0 = markCPU(standby)
+	cpu0, spokes0 = markCPU(standby), b.markSpokeAudit()
 	killAt := time.Now()
 	if err := leader.kill(); err != nil {
 		return err
@@ -393,7 +416,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	if err != nil && ctx.Err() != nil {
 		return err
 	}
-	if rs.Failover, err = b.settle(ctx, standby, killAt, inSyncAt, n); err != nil {
+	if rs.Failover, err = b.settle(ctx, standby, killAt, spokes0, inSyncAt, n); err != nil {
 		return err
 	}
 	sb := b.hub.count(standby.ua, standby.started, killAt)
