@@ -83,7 +83,7 @@
 // whose initial events end with a bookmark) and watches on in the same stream, so a connect
 // sends a spoke four requests (the probe and a watch a kind) instead of seven, and costs its API
 // server about a third less CPU; a spoke that refuses streaming lists (Kubernetes 1.33 turns the
-// WatchList feature off by default), or does not end the initial events within 10 s (one before
+// WatchList feature off by default), or goes 10 s without an event before their end (one before
 // 1.27 ignores the parameter), is listed and then watched for the rest of the connection. The kinds' REST clients serve the cache and the Spoke's live reads and patches
 // alike; a patch's answer is checked, not decoded, and asks for the object's metadata only. A
 // protobuf watch (Nodes, MachineSets) reads each event into a buffer borrowed from a pool every

@@ -58,15 +58,16 @@ type kindLoop struct {
 	clock clock.Clock
 	// listOnly: the server does not stream lists; list, then watch. Set when a streaming list
 	// is refused as invalid (Kubernetes 1.27 and later without the WatchList feature, which
-	// 1.33 turns off by default) or does not end its initial events within initialTimeout (a
-	// server before 1.27 ignores sendInitialEvents and never does).
+	// 1.33 turns off by default) or goes initialTimeout without an event before the end of its
+	// initial events (a server before 1.27 ignores sendInitialEvents and never ends them).
 	listOnly bool
-	// initialTimeout bounds the initial events of a streaming list (defaultInitialTimeout).
+	// initialTimeout bounds the silence before the end of a streaming list's initial events
+	// (defaultInitialTimeout).
 	initialTimeout time.Duration
 }
 
-// defaultInitialTimeout is how long a streaming list may take to send the kind's objects
-// before the loop gives up streaming and lists instead.
+// defaultInitialTimeout is how long a streaming list may go without an event before the end
+// of its initial events, before the loop gives up streaming and lists instead.
 const defaultInitialTimeout = 10 * time.Second
 
 // eventDecoder reads one watch stream's events (client-go's rest/watch Decoder).
@@ -162,7 +163,7 @@ var errNoStreamingList = errors.New("the server does not stream lists")
 // (sendInitialEvents, from the API server's watch cache when rv is "0"), replaces the store
 // with them once the server marks their end, and then reads the same stream as watchFrom does.
 // It returns "" until the store is replaced, and errNoStreamingList when the server refuses the
-// request as invalid or does not end the initial events within initialTimeout.
+// request as invalid or goes initialTimeout without an event before the initial events end.
 func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -190,12 +191,16 @@ func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 		typ, obj, err := d.Decode()
 		switch {
 		case err != nil && timedOut.Load():
-			return "", fmt.Errorf("%w: %d objects and no end of them within %s", errNoStreamingList, len(items), timeout)
+			return "", fmt.Errorf("%w: %d objects, then nothing for %s", errNoStreamingList, len(items), timeout)
 		case errors.Is(err, io.EOF):
 			return "", fmt.Errorf("the watch ended before its initial events did: %w", io.ErrUnexpectedEOF)
 		case err != nil:
 			return "", err
 		}
+		// The bound is on silence, not on the whole: a loaded server may take longer to send a
+		// large kind, but never pauses between its initial events (if the timer has just
+		// fired, the next Decode fails and the loop lists).
+		timer.Reset(timeout)
 		switch typ {
 		case watch.Added:
 			items = append(items, obj)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,12 +30,14 @@ type scriptedEvents struct {
 	events []watch.Event
 	err    error
 	closed bool
+	delay  time.Duration // before each event
 }
 
 func (s *scriptedEvents) Decode() (watch.EventType, runtime.Object, error) {
 	if len(s.events) == 0 {
 		return "", nil, s.err
 	}
+	time.Sleep(s.delay)
 	e := s.events[0]
 	s.events = s.events[1:]
 	return e.Type, e.Object, nil
@@ -96,6 +99,21 @@ func TestKindLoop(t *testing.T) {
 		},
 		want:      []string{"stream@0", "watch@12", "watch@13"},
 		wantNames: []string{"a", "c"},
+	}, {
+		name:   "a streaming list slower in all than the timeout, but never silent that long, is not given up",
+		stream: true,
+		answers: []answer{
+			{events: &scriptedEvents{delay: 20 * time.Millisecond, events: []watch.Event{
+				{Type: watch.Added, Object: node("a", "9", nil)},
+				{Type: watch.Added, Object: node("b", "8", nil)},
+				{Type: watch.Added, Object: node("c", "7", nil)},
+				{Type: watch.Added, Object: node("d", "6", nil)},
+				{Type: watch.Bookmark, Object: end},
+				{Type: watch.Modified, Object: node("d", "11", nil)},
+			}, err: io.EOF}},
+		},
+		want:      []string{"stream@0", "watch@11"},
+		wantNames: []string{"a", "b", "c", "d"},
 	}, {
 		name:   "a streaming list refused as invalid (no WatchList on the server) lists at once, then for good",
 		stream: true,
@@ -264,6 +282,7 @@ func TestKindLoop(t *testing.T) {
 			for n := range st.items {
 				names = append(names, n)
 			}
+			slices.Sort(names)
 			if diff := cmp.Diff(tt.wantNames, names); diff != "" {
 				t.Errorf("stored (-want +got):\n%s", diff)
 			}
