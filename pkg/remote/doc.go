@@ -80,22 +80,23 @@
 // Each spoke costs one transport (one HTTP/2 connection), one REST client per kind and one cache: a
 // list-and-watch loop per kind (Nodes; Machines and MachineSets in openshift-machine-api) feeding a
 // compact store. A loop fills its store with a streaming list (a watch with sendInitialEvents,
-// whose initial events end with a bookmark) and watches on in the same stream, so a connect
-// sends a spoke four requests (the probe and a watch a kind) instead of seven, and costs its API
-// server about a third less CPU; a spoke that refuses streaming lists (Kubernetes 1.33 turns the
-// WatchList feature off by default), or goes 10 s without an event before their end (one before
-// 1.27 ignores the parameter), is listed and then watched for the rest of the connection. The kinds' REST clients serve the cache and the Spoke's live reads and patches
-// alike; a patch's answer is checked, not decoded, and asks for the object's metadata only. A
-// protobuf watch (Nodes, MachineSets) reads each event into a buffer borrowed from a pool every
-// spoke shares, not into one per watch grown to the largest event (a real Node with its images is
-// tens of KiB). A watch request carries the user agent and bearer token itself, so client-go's
-// transport wrappers pass it on instead of keeping a clone of it for the life of the watch.
-// crypto/tls is handed one TLS record per read, so its record buffer holds one record (32 KiB after
-// doubling), not the 45 KiB it grew to when reads brought parts of the next. A loop reads its watch
-// stream itself, so a spoke runs 8 goroutines: the 3 loops, the HTTP/2 stream writer of each of
-// their watches, the connection's reader and the connection's monitor (client-go's Reflector would
-// add a resync timer and a stream reader per kind). Only what sync.Targets can map to a pool is
-// listed: MachineSets labelled hive.openshift.io/machine-pool and Machines labelled
+// whose initial events end with a bookmark) and watches on in the same stream, so a connect sends a
+// spoke four requests (the probe and a watch a kind) instead of seven, and costs its API server
+// about a third less CPU; a spoke that refuses streaming lists (Kubernetes 1.33 turns the WatchList
+// feature off by default), or goes 10 s without an event before their end (one before 1.27 ignores
+// the parameter), is listed and then watched, on that connection and its later ones. The kinds'
+// REST clients serve the cache and the Spoke's live reads and patches alike; a patch's answer is
+// checked, not decoded, and asks for the object's metadata only. A protobuf watch (Nodes,
+// MachineSets) reads each event into a buffer borrowed from a pool every spoke shares, not into one
+// per watch grown to the largest event (a real Node with its images is tens of KiB). A watch
+// request carries the user agent and bearer token itself, so client-go's transport wrappers pass it
+// on instead of keeping a clone of it for the life of the watch. crypto/tls is handed one TLS
+// record per read, so its record buffer holds one record (32 KiB after doubling), not the 45 KiB it
+// grew to when reads brought parts of the next. A loop reads its watch stream itself, so a spoke
+// runs 8 goroutines: the 3 loops, the HTTP/2 stream writer of each of their watches, the
+// connection's reader and the connection's monitor (client-go's Reflector would add a resync timer
+// and a stream reader per kind). Only what sync.Targets can map to a pool is listed: MachineSets
+// labelled hive.openshift.io/machine-pool and Machines labelled
 // machine.openshift.io/cluster-api-machineset. Nodes come in protobuf; Machines in JSON (a custom
 // resource), decoded straight into the fields a record keeps (machineJSON: the decoder skips
 // providerSpec, providerStatus and managedFields without building them); MachineSets as metadata

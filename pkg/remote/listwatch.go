@@ -38,7 +38,7 @@ const watchTimeoutMin = 5 * time.Minute
 // objects, sendInitialEvents), then keeps watching on the same stream; it re-watches from the
 // last event when a watch ends and streams the whole kind again when the server says the
 // resourceVersion has expired. A server that does not stream lists gets a list and then a watch
-// from the list's resourceVersion, for the rest of the connection. It reads the watch stream in
+// from the list's resourceVersion, on this connection and the spoke's later ones. It reads the watch stream in
 // its own goroutine: one goroutine a kind, where client-go's Reflector runs three (its loop, a
 // resync timer that this cache never needs, and a stream reader handing events over a channel).
 // Failures back off as the Reflector's do (0.8 s doubling to 30 s, with jitter, reset after 2
@@ -60,7 +60,8 @@ type kindLoop struct {
 	// is refused as invalid (Kubernetes 1.27 and later without the WatchList feature, which
 	// 1.33 turns off by default) or goes initialTimeout without an event before the end of its
 	// initial events (a server before 1.27 ignores sendInitialEvents and never ends them).
-	listOnly bool
+	// Shared by a spoke's loops, and kept by the Manager for the spoke's later connects.
+	listOnly *atomic.Bool
 	// initialTimeout bounds the silence before the end of a streaming list's initial events
 	// (defaultInitialTimeout).
 	initialTimeout time.Duration
@@ -92,13 +93,13 @@ func (l *kindLoop) run(ctx context.Context) {
 		switch {
 		case watching:
 			rv, err = l.watchFrom(ctx, rv)
-		case l.listOnly:
+		case l.listOnly.Load():
 			rv, err = l.relist(ctx, listRV)
 		default:
 			rv, err = l.streamList(ctx, listRV)
 			if errors.Is(err, errNoStreamingList) {
 				l.log.V(1).Info("the spoke does not stream lists; listing", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "reason", err.Error())
-				l.listOnly = true
+				l.listOnly.Store(true)
 				continue // at once: nothing failed
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,7 +225,9 @@ func TestKindLoop(t *testing.T) {
 				return tt.answers[len(got)-1]
 			}
 			st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
-			l := &kindLoop{store: st, clock: clk, listOnly: !tt.stream, initialTimeout: 50 * time.Millisecond,
+			listOnly := new(atomic.Bool)
+			listOnly.Store(!tt.stream)
+			l := &kindLoop{store: st, clock: clk, listOnly: listOnly, initialTimeout: 50 * time.Millisecond,
 				list: listItems(func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					a := next("list@" + o.ResourceVersion)
 					if a.err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -211,6 +212,9 @@ type entry struct {
 	status       Status
 	live         *conn
 	worker       *worker
+	// listOnly: the spoke refused streaming lists (kindLoop.listOnly); its later connects list
+	// at once instead of asking again, until the cluster is forgotten or the process restarts.
+	listOnly atomic.Bool
 }
 
 type worker struct {
@@ -528,7 +532,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 		case <-ctx.Done():
 			return
 		}
-		cn, p, err := c.connect(ctx, t, p)
+		cn, p, err := c.connect(ctx, t, p, &e.listOnly)
 		<-c.connects
 		var key connKey
 		if p != nil {
@@ -642,7 +646,7 @@ func (c *Manager) sleep(ctx context.Context, e *entry, w *worker, d time.Duratio
 // given, build, probe the spoke and start the cache once the probe has a connection, and wait
 // for both, all within ConnectTimeout. It returns the prepared config it used (nil if the
 // Secret read failed). On error nothing is left running.
-func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *prepared, error) {
+func (c *Manager) connect(ctx context.Context, t target, p *prepared, listOnly *atomic.Bool) (*conn, *prepared, error) {
 	connectCtx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	if p == nil {
@@ -651,7 +655,7 @@ func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *p
 			return nil, nil, err
 		}
 	}
-	cn, err := c.newConn(t.cluster, p)
+	cn, err := c.newConn(t.cluster, p, listOnly)
 	if err != nil {
 		return nil, p, err
 	}

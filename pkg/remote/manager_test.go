@@ -37,23 +37,40 @@ func assertServesFakeNode(t *testing.T, s Spoke) {
 }
 
 // A spoke that refuses streaming lists (no WatchList feature, as Kubernetes 1.33 ships) is
-// listed instead, at once: one refused request a kind, then a list and a watch.
+// listed instead, at once: one refused request a kind, then a list and a watch. Its next
+// connect (here after its Secret changed) lists at once, without asking again.
 func TestCacheListsASpokeThatDoesNotStream(t *testing.T) {
 	spokeSrv := newFakeSpoke(t, "tok")
 	spokeSrv.noStreaming.Store(true)
-	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
-	c := NewManager(hub, fastOptions())
+	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
+	hub := hubReader(secret)
+	opts := fastOptions()
+	opts.SecretRecheckInterval = time.Nanosecond // re-read the Secret on every Ensure
+	c := NewManager(hub, opts)
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD())
 	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
 	if l, st := spokeSrv.lists.Load(), spokeSrv.streams.Load(); l != 3 || st != 3 {
 		t.Errorf("connect made %d lists and %d refused streaming lists, want 3 and 3", l, st)
 	}
-	s, err := c.GetSpoke(testCluster)
+	first, err := c.GetSpoke(testCluster)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertServesFakeNode(t, s)
+	assertServesFakeNode(t, first)
+
+	secret.Annotations = map[string]string{"touched": "yes"}
+	if err := hub.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "a new connection", 5*time.Second, func() bool {
+		s, err := c.GetSpoke(testCluster)
+		return err == nil && s != first
+	})
+	if l, st := spokeSrv.lists.Load(), spokeSrv.streams.Load(); l != 6 || st != 3 {
+		t.Errorf("after the second connect: %d lists and %d refused streaming lists, want 6 and 3", l, st)
+	}
 }
 
 func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
