@@ -247,16 +247,7 @@ func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
-	cache := remote.NewManager(f.Hub.Client, remote.Options{ProbeInterval: time.Second})
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- cache.Start(cctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("remote manager: %v", err)
-		}
-	}()
+	cache := startRemote(t, ctx, f, remote.Options{ProbeInterval: time.Second})
 	cd, err := s.ClusterDeployment(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +280,23 @@ func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
 		t.Errorf("heap grew from %d to %d bytes", h0, h1)
 	}
 
+}
+
+// startRemote runs a remote.Manager on f's hub until the test ends (or ctx), and fails the test
+// if it returns an error.
+func startRemote(t *testing.T, ctx context.Context, f *localfleet.Fleet, opts remote.Options) *remote.Manager {
+	t.Helper()
+	cache := remote.NewManager(f.Hub.Client, opts)
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cache.Start(cctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("remote manager: %v", err)
+		}
+	})
+	return cache
 }
 
 // settle waits for background teardown and returns goroutines and live heap.
@@ -325,16 +333,7 @@ func TestConnectStreamsListsOrListsWhereTheSpokeCannot(t *testing.T) {
 			f := startFleetWith(t, ctx, 1, func(o *localfleet.Options) { o.SpokeArgs = tc.args })
 			s := f.Spokes()[0]
 			addInfraPool(t, ctx, s, 3)
-			cache := remote.NewManager(f.Hub.Client, remote.Options{})
-			cctx, stop := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- cache.Start(cctx) }()
-			defer func() {
-				stop()
-				if err := <-done; err != nil {
-					t.Errorf("remote manager: %v", err)
-				}
-			}()
+			cache := startRemote(t, ctx, f, remote.Options{})
 			cd, err := s.ClusterDeployment(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -42,32 +42,13 @@ func assertServesFakeNode(t *testing.T, s Spoke) {
 func TestCacheListsASpokeThatDoesNotStream(t *testing.T) {
 	spokeSrv := newFakeSpoke(t, "tok")
 	spokeSrv.noStreaming.Store(true)
-	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
-	hub := hubReader(secret)
-	opts := fastOptions()
-	opts.SecretRecheckInterval = time.Nanosecond // re-read the Secret on every Ensure
-	c := NewManager(hub, opts)
-	startCache(t, c)
-	c.Ensure(context.Background(), eligibleCD())
-	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	c, hub, secret, first := connectRechecking(t, spokeSrv)
 	if l, st := spokeSrv.lists.Load(), spokeSrv.streams.Load(); l != 3 || st != 3 {
 		t.Errorf("connect made %d lists and %d refused streaming lists, want 3 and 3", l, st)
 	}
-	first, err := c.GetSpoke(testCluster)
-	if err != nil {
-		t.Fatal(err)
-	}
 	assertServesFakeNode(t, first)
 
-	secret.Annotations = map[string]string{"touched": "yes"}
-	if err := hub.Update(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
-	c.Ensure(context.Background(), eligibleCD())
-	eventually(t, "a new connection", 5*time.Second, func() bool {
-		s, err := c.GetSpoke(testCluster)
-		return err == nil && s != first
-	})
+	touchSecretAndReconnect(t, c, hub, secret, first)
 	if l, st := spokeSrv.lists.Load(), spokeSrv.streams.Load(); l != 6 || st != 3 {
 		t.Errorf("after the second connect: %d lists and %d refused streaming lists, want 6 and 3", l, st)
 	}
@@ -408,8 +389,10 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 	return r.Reader.Get(ctx, key, obj, opts...)
 }
 
-func TestCacheEnsureReconnectsWhenKeyChanges(t *testing.T) {
-	spokeSrv := newFakeSpoke(t, "tok")
+// connectRechecking connects a Manager that re-reads the kubeconfig Secret on every Ensure to
+// spokeSrv, and returns it, the hub reader holding the Secret, the Secret and the connected Spoke.
+func connectRechecking(t *testing.T, spokeSrv *fakeSpoke) (*Manager, client.Client, *corev1.Secret, Spoke) {
+	t.Helper()
 	secret := kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil))
 	hub := hubReader(secret)
 	opts := fastOptions()
@@ -418,7 +401,31 @@ func TestCacheEnsureReconnectsWhenKeyChanges(t *testing.T) {
 	startCache(t, c)
 	c.Ensure(context.Background(), eligibleCD())
 	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
-	first, _ := c.GetSpoke(testCluster)
+	first, err := c.GetSpoke(testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, hub, secret, first
+}
+
+// touchSecretAndReconnect gives the Secret a new resourceVersion and waits for c to replace the
+// connection first with a new one.
+func touchSecretAndReconnect(t *testing.T, c *Manager, hub client.Client, secret *corev1.Secret, first Spoke) {
+	t.Helper()
+	secret.Annotations = map[string]string{"touched": "yes"}
+	if err := hub.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "a new connection", 5*time.Second, func() bool {
+		s, err := c.GetSpoke(testCluster)
+		return err == nil && s != first
+	})
+}
+
+func TestCacheEnsureReconnectsWhenKeyChanges(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	c, hub, secret, first := connectRechecking(t, spokeSrv)
 
 	// Same key: no reconnect.
 	for range 10 {
@@ -430,15 +437,7 @@ func TestCacheEnsureReconnectsWhenKeyChanges(t *testing.T) {
 	}
 
 	// New Secret resourceVersion: reconnect in the background.
-	secret.Annotations = map[string]string{"touched": "yes"}
-	if err := hub.Update(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
-	c.Ensure(context.Background(), eligibleCD())
-	eventually(t, "a new connection", 5*time.Second, func() bool {
-		s, err := c.GetSpoke(testCluster)
-		return err == nil && s != first
-	})
+	touchSecretAndReconnect(t, c, hub, secret, first)
 }
 
 func TestCacheForgetDeletesMetricSeries(t *testing.T) {
