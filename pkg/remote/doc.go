@@ -83,9 +83,10 @@
 // whose initial events end with a bookmark) and watches on in the same stream, so a connect sends a
 // spoke four requests (the probe and a watch a kind) instead of seven, and costs its API server
 // about a third less CPU; a spoke that refuses streaming lists (Kubernetes 1.33 turns the WatchList
-// feature off by default), or goes 10 s without an event before their end (one before 1.27 ignores
-// the parameter), is listed and then watched, on that connection and its later ones. The kinds'
-// REST clients serve the cache and the Spoke's live reads and patches alike; a patch's answer is
+// feature off by default) is listed and then watched, on that connection and its later ones, and
+// one that goes 10 s without an event before their end (one before 1.27 ignores the parameter) on
+// that connection. Changes that come before the end apply to the initial objects. The kinds' REST
+// clients serve the cache and the Spoke's live reads and patches alike; a patch's answer is
 // checked, not decoded, and asks for the object's metadata only. A protobuf watch (Nodes,
 // MachineSets) reads each event into a buffer borrowed from a pool every spoke shares, not into one
 // per watch grown to the largest event (a real Node with its images is tens of KiB). A watch

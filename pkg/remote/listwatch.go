@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +39,8 @@ const watchTimeoutMin = 5 * time.Minute
 // kindLoop fills one kind's store with a streaming list (a watch that starts with the kind's
 // objects, sendInitialEvents), then keeps watching on the same stream; it re-watches from the
 // last event when a watch ends and streams the whole kind again when the server says the
-// resourceVersion has expired. A server that does not stream lists gets a list and then a watch
-// from the list's resourceVersion, on this connection and the spoke's later ones. It reads the watch stream in
+// resourceVersion has expired. A server that refuses streaming lists gets a list and then a
+// watch from the list's resourceVersion, on this connection and the spoke's later ones. It reads the watch stream in
 // its own goroutine: one goroutine a kind, where client-go's Reflector runs three (its loop, a
 // resync timer that this cache never needs, and a stream reader handing events over a channel).
 // Failures back off as the Reflector's do (0.8 s doubling to 30 s, with jitter, reset after 2
@@ -58,9 +60,10 @@ type kindLoop struct {
 	clock clock.Clock
 	// listOnly: the server does not stream lists; list, then watch. Set when a streaming list
 	// is refused as invalid (Kubernetes 1.27 and later without the WatchList feature, which
-	// 1.33 turns off by default) or goes initialTimeout without an event before the end of its
-	// initial events (a server before 1.27 ignores sendInitialEvents and never ends them).
-	// Shared by a spoke's loops, and kept by the Manager for the spoke's later connects.
+	// 1.33 turns off by default). Shared by a spoke's loops, and kept by the Manager for the
+	// spoke's later connects. A streaming list that goes initialTimeout without an event before
+	// the end of its initial events (a stall, or a server before 1.27, which ignores
+	// sendInitialEvents and never ends them) makes only this loop list, on this connection.
 	listOnly *atomic.Bool
 	// initialTimeout bounds the silence before the end of a streaming list's initial events
 	// (defaultInitialTimeout).
@@ -85,21 +88,27 @@ var errShortWatch = errors.New("watch ended within a second without an event")
 
 func (l *kindLoop) run(ctx context.Context) {
 	delay := loopBackoff.DelayWithReset(l.clock, 2*time.Minute)
-	rv := ""      // "" until listed, and again when the server has expired it
-	listRV := "0" // the first list may come from the API server's watch cache
+	rv := ""          // "" until listed, and again when the server has expired it
+	listRV := "0"     // the first list may come from the API server's watch cache
+	listHere := false // this connection lists: its streaming list was left unfinished
 	for ctx.Err() == nil {
 		var err error
 		watching := rv != ""
 		switch {
 		case watching:
 			rv, err = l.watchFrom(ctx, rv)
-		case l.listOnly.Load():
+		case listHere || l.listOnly.Load():
 			rv, err = l.relist(ctx, listRV)
 		default:
 			rv, err = l.streamList(ctx, listRV)
-			if errors.Is(err, errNoStreamingList) {
+			var no *noStreamingList
+			if errors.As(err, &no) {
 				l.log.V(1).Info("the spoke does not stream lists; listing", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "reason", err.Error())
-				l.listOnly.Store(true)
+				if no.refused {
+					l.listOnly.Store(true)
+				} else {
+					listHere = true
+				}
 				continue // at once: nothing failed
 			}
 		}
@@ -111,7 +120,8 @@ func (l *kindLoop) run(ctx context.Context) {
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
-		if watching && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)) {
+		// A watch (or the watch a streaming list became) whose resourceVersion expired.
+		if rv != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)) {
 			l.log.V(4).Info("relisting", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "reason", err.Error())
 			rv = "" // at once: only a list failure backs off
 			continue
@@ -157,14 +167,23 @@ func listItems(list func(ctx context.Context, o metav1.ListOptions) (runtime.Obj
 	}
 }
 
-// errNoStreamingList is a streaming list that the server refused or never finished.
-var errNoStreamingList = errors.New("the server does not stream lists")
+// noStreamingList is a streaming list that the server refused as invalid (refused: it does not
+// stream lists, so the spoke is listed from then on) or left unfinished (listed on this
+// connection only: a stall, or a server that ignores the parameter).
+type noStreamingList struct {
+	refused bool
+	why     string
+}
+
+func (e *noStreamingList) Error() string { return "the server does not stream lists: " + e.why }
 
 // streamList opens a watch that starts with every object of the kind at rv or newer
 // (sendInitialEvents, from the API server's watch cache when rv is "0"), replaces the store
 // with them once the server marks their end, and then reads the same stream as watchFrom does.
-// It returns "" until the store is replaced, and errNoStreamingList when the server refuses the
-// request as invalid or goes initialTimeout without an event before the initial events end.
+// Changes that come before that end apply to the initial objects, as client-go's watch-list
+// applies them. It returns "" until the store is replaced, and a *noStreamingList when the
+// server refuses the request (422, for good; 400, for this connection) or goes initialTimeout
+// without an event before the initial events end.
 func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -178,21 +197,23 @@ func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 	start := l.clock.Now()
 	d, err := l.watch(wctx, l.watchOptions(rv, true))
 	if err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-			return "", fmt.Errorf("%w: %w", errNoStreamingList, err)
-		}
-		if timedOut.Load() {
-			return "", fmt.Errorf("%w: no answer within %s", errNoStreamingList, timeout)
+		switch {
+		case apierrors.IsInvalid(err):
+			return "", &noStreamingList{refused: true, why: err.Error()}
+		case apierrors.IsBadRequest(err):
+			return "", &noStreamingList{why: err.Error()}
+		case timedOut.Load():
+			return "", &noStreamingList{why: fmt.Sprintf("no answer within %s", timeout)}
 		}
 		return "", err
 	}
 	defer d.Close()
-	var items []any
+	objs := map[string]any{} // by name: a kind's objects are in one namespace
 	for {
 		typ, obj, err := d.Decode()
 		switch {
 		case err != nil && timedOut.Load():
-			return "", fmt.Errorf("%w: %d objects, then nothing for %s", errNoStreamingList, len(items), timeout)
+			return "", &noStreamingList{why: fmt.Sprintf("%d objects, then nothing for %s", len(objs), timeout)}
 		case errors.Is(err, io.EOF):
 			return "", fmt.Errorf("the watch ended before its initial events did: %w", io.ErrUnexpectedEOF)
 		case err != nil:
@@ -202,33 +223,40 @@ func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 		// large kind, but never pauses between its initial events (if the timer has just
 		// fired, the next Decode fails and the loop lists).
 		timer.Reset(timeout)
-		switch typ {
-		case watch.Added:
-			items = append(items, obj)
-			continue
-		case watch.Bookmark:
-		case watch.Error:
+		if typ == watch.Error {
 			return "", apierrors.FromObject(obj)
-		default:
-			return "", fmt.Errorf("unexpected %q watch event before the initial events ended", typ)
 		}
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			return "", err
 		}
+		switch typ {
+		case watch.Added, watch.Modified:
+			objs[m.GetName()] = obj
+			continue
+		case watch.Deleted:
+			delete(objs, m.GetName())
+			continue
+		case watch.Bookmark:
+		default:
+			return "", fmt.Errorf("unexpected %q watch event before the initial events ended", typ)
+		}
 		if m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
 			continue // a bookmark is not yet the end
 		}
-		if !timer.Stop() {
-			// Cancelled just now: the objects are complete, the stream is not.
-			return "", fmt.Errorf("%w: the end of the initial events came after %s", errNoStreamingList, timeout)
-		}
-		if err := l.store.Replace(items, m.GetResourceVersion()); err != nil {
+		timer.Stop()
+		end := m.GetResourceVersion()
+		if err := l.store.Replace(slices.Collect(maps.Values(objs)), end); err != nil {
 			return "", err
 		}
-		// items is dead from here on (the stack maps say so): the decoded objects go with
+		if timedOut.Load() {
+			// The timer fired as the end came: the objects are complete, the stream is
+			// cancelled. Watch on from the end at once.
+			return end, nil
+		}
+		// objs is dead from here on (the stack maps say so): the decoded objects go with
 		// the next GC while the stream is read on.
-		return l.readEvents(d, m.GetResourceVersion(), start)
+		return l.readEvents(d, end, start)
 	}
 }
 

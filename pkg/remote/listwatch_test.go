@@ -85,7 +85,51 @@ func TestKindLoop(t *testing.T) {
 		wantNames []string
 		// wantWaits is how many backoff waits the loop took.
 		wantWaits int
+		// wantListOnly: the loop left the spoke marked as one that does not stream lists.
+		wantListOnly bool
 	}{{
+		name:   "changes before the end of the initial events apply to them, as client-go's watch-list applies them",
+		stream: true,
+		answers: []answer{
+			{events: &scriptedEvents{events: []watch.Event{
+				{Type: watch.Added, Object: node("a", "5", nil)},
+				{Type: watch.Added, Object: node("b", "6", nil)},
+				{Type: watch.Modified, Object: node("a", "7", map[string]string{"x": "1"})},
+				{Type: watch.Deleted, Object: node("b", "8", nil)},
+				{Type: watch.Added, Object: node("c", "9", nil)},
+				{Type: watch.Bookmark, Object: end},
+				{Type: watch.Modified, Object: node("c", "11", nil)},
+			}, err: io.EOF}},
+		},
+		want:      []string{"stream@0", "watch@11"},
+		wantNames: []string{"a", "c"},
+	}, {
+		name:   "a streamed watch that expires streams again at once, from a quorum read",
+		stream: true,
+		answers: []answer{
+			{events: &scriptedEvents{events: []watch.Event{
+				{Type: watch.Added, Object: node("a", "5", nil)},
+				{Type: watch.Bookmark, Object: end},
+				{Type: watch.Error, Object: &expired.ErrStatus},
+			}}},
+			{events: &scriptedEvents{events: []watch.Event{
+				{Type: watch.Added, Object: node("d", "21", nil)},
+				{Type: watch.Bookmark, Object: end},
+				{Type: watch.Modified, Object: node("d", "22", nil)},
+			}, err: io.EOF}},
+		},
+		want:      []string{"stream@0", "stream@", "watch@22"},
+		wantNames: []string{"d"},
+	}, {
+		name:   "a streaming list refused with 400 lists on this connection, without marking the spoke",
+		stream: true,
+		answers: []answer{
+			{err: apierrors.NewBadRequest("bad")},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
+		},
+		want:      []string{"stream@0", "list@0", "watch@10"},
+		wantNames: []string{"a"},
+	}, {
 		name:   "a streaming list fills the store at the end of its initial events and goes on watching on the same stream",
 		stream: true,
 		answers: []answer{
@@ -124,8 +168,9 @@ func TestKindLoop(t *testing.T) {
 			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
 			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "20"}, Items: []corev1.Node{*node("c", "19", nil)}}},
 		},
-		want:      []string{"stream@0", "list@0", "watch@10", "list@", "watch@20"},
-		wantNames: []string{"c"},
+		want:         []string{"stream@0", "list@0", "watch@10", "list@", "watch@20"},
+		wantNames:    []string{"c"},
+		wantListOnly: true,
 	}, {
 		name:   "a streaming list whose initial events do not end in time (a server that ignores sendInitialEvents) lists instead",
 		stream: true,
@@ -280,6 +325,9 @@ func TestKindLoop(t *testing.T) {
 			}
 			if waits != tt.wantWaits {
 				t.Errorf("%d backoff waits, want %d", waits, tt.wantWaits)
+			}
+			if got := listOnly.Load(); tt.stream && got != tt.wantListOnly {
+				t.Errorf("the spoke marked as not streaming lists: %v, want %v", got, tt.wantListOnly)
 			}
 			var names []string
 			for n := range st.items {
