@@ -344,12 +344,13 @@ func TestConnectStreamsListsOrListsWhereTheSpokeCannot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, l := range []client.ObjectList{&corev1.NodeList{}, &machinev1beta1.MachineList{}, &machinev1beta1.MachineSetList{}} {
+			// The pool: 3 Nodes, 3 Machines, 1 MachineSet.
+			for l, want := range map[client.ObjectList]int{&corev1.NodeList{}: 3, &machinev1beta1.MachineList{}: 3, &machinev1beta1.MachineSetList{}: 1} {
 				if err := sp.List(ctx, l, client.InNamespace(localfleet.MachineAPINamespace)); err != nil {
 					t.Fatal(err)
 				}
-				if n := meta.LenList(l); n != map[bool]int{true: 1, false: 3}[isMachineSetList(l)] {
-					t.Errorf("%T holds %d items", l, n)
+				if n := meta.LenList(l); n != want {
+					t.Errorf("%T holds %d items, want %d", l, n, want)
 				}
 			}
 			var got [4]int
@@ -375,9 +376,4 @@ func TestConnectStreamsListsOrListsWhereTheSpokeCannot(t *testing.T) {
 			}
 		})
 	}
-}
-
-func isMachineSetList(l client.ObjectList) bool {
-	_, ok := l.(*machinev1beta1.MachineSetList)
-	return ok
 }

@@ -37,14 +37,14 @@ import (
 const watchTimeoutMin = 5 * time.Minute
 
 // kindLoop fills one kind's store with a streaming list (a watch that starts with the kind's
-// objects, sendInitialEvents), then keeps watching on the same stream; it re-watches from the
-// last event when a watch ends and streams the whole kind again when the server says the
-// resourceVersion has expired. A server that refuses streaming lists gets a list and then a
-// watch from the list's resourceVersion, on this connection and the spoke's later ones. It reads the watch stream in
-// its own goroutine: one goroutine a kind, where client-go's Reflector runs three (its loop, a
-// resync timer that this cache never needs, and a stream reader handing events over a channel).
-// Failures back off as the Reflector's do (0.8 s doubling to 30 s, with jitter, reset after 2
-// minutes without one).
+// objects, sendInitialEvents), then keeps watching on the same stream; it re-watches from the last
+// event when a watch ends and streams the whole kind again when the server says the resourceVersion
+// has expired. A server that refuses streaming lists gets a list and then a watch from the list's
+// resourceVersion, on this connection and the spoke's later ones. It reads the watch stream in its
+// own goroutine: one goroutine a kind, where client-go's Reflector runs three (its loop, a resync
+// timer that this cache never needs, and a stream reader handing events over a channel). Failures
+// back off as the Reflector's do (0.8 s doubling to 30 s, with jitter, reset after 2 minutes
+// without one).
 //
 // Why stream: a connect then costs the spoke one request a kind instead of two (with the probe,
 // 4 in all instead of 7), and a restarted hub connects every spoke of its shard at once. On a
