@@ -16,7 +16,21 @@ import (
 )
 
 var leaseFlags = []string{"--leader-elect", "--leader-elect-namespace", "hub-node-metadata",
-	"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+	"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms",
+	"--standby-warm-after", "1500ms"}
+
+// warmups reads how often a replica connected its shard while the leader's Lease ran out.
+func warmups(t *testing.T, p *controllerProcess) string {
+	t.Helper()
+	m, err := p.scrape()
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	if got := regexp.MustCompile(`(?m)^hub_node_metadata_standby_warmups_total (\S+)$`).FindStringSubmatch(m); got != nil {
+		return got[1]
+	}
+	return "absent"
+}
 
 var pidInAgent = regexp.MustCompile(`pid (\d+)\)`)
 
@@ -89,6 +103,10 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 	if !isLeader(follower) {
 		t.Error("the surviving replica does not report itself leader")
 	}
+	// The follower connected while the Lease ran out (1.5 s unrenewed of 4 s), not after.
+	if got := warmups(t, follower); got != "1" {
+		t.Errorf("standby_warmups_total of the new leader: %s, want 1", got)
+	}
 	assertNothingLost(t, ctx, s, before)
 
 	writers := writersOf(t, s, skip)
@@ -158,5 +176,63 @@ func TestShardsWriteDisjointClusters(t *testing.T) {
 			}
 			t.Errorf("%s (shard %d, replica pid %s) was written by %v", s.Name, fleet.Shard(s.Name, s.Name, 2), want, got)
 		}
+	}
+}
+
+// A standby that sees the leader leave the Lease unrenewed connects the shard's clusters while
+// it waits, reading only, and lets them go when the leader (frozen, not dead) renews it again.
+func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 2)
+	kc := controllerKubeconfig(t, ctx, f)
+	// The leader is frozen 3 s: beyond the standby's 1.5 s, well within its own renew deadline
+	// (6 s) and the Lease (8 s), so it keeps the Lease.
+	leader, follower := startPair(t, kc, "--leader-elect", "--leader-elect-namespace", "hub-node-metadata",
+		"--leader-elect-lease-duration", "8s", "--leader-elect-renew-deadline", "6s", "--leader-elect-retry-period", "500ms",
+		"--standby-warm-after", "1500ms")
+	waitInSync(t, ctx, f, s, 2*time.Minute)
+	if got := warmups(t, follower); got != "0" {
+		t.Fatalf("standby_warmups_total of the standby while the leader renews: %s, want 0", got)
+	}
+	skip := auditLines(t, s)
+	followerPid := fmt.Sprint(follower.cmd.Process.Pid)
+
+	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := leader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	cluster := regexp.QuoteMeta(s.Name + "/" + s.Name)
+	connected := regexp.MustCompile(`(?m)^hub_node_metadata_remote_connected\{cluster="` + cluster + `"\} 1$`)
+	waitFor(t, "the standby lets the cluster go once the leader renews", 30*time.Second, func() bool {
+		m, err := follower.scrape()
+		return err == nil && warmups(t, follower) == "1" && !connected.MatchString(m)
+	})
+	if !isLeader(leader) || isLeader(follower) {
+		t.Errorf("leader %v, follower %v: the frozen leader should have kept the Lease", isLeader(leader), isLeader(follower))
+	}
+	var reads, writes []string
+	for _, e := range readAudit(t, s.AuditLogPath)[skip:] {
+		if m := pidInAgent.FindStringSubmatch(e.UserAgent); m == nil || m[1] != followerPid {
+			continue
+		}
+		if e.Verb == "get" || e.Verb == "list" || e.Verb == "watch" {
+			reads = append(reads, e.Verb+" "+e.RequestURI)
+		} else {
+			writes = append(writes, e.Verb+" "+e.RequestURI)
+		}
+	}
+	t.Logf("the standby's requests to the spoke while the leader was frozen: %d reads %v", len(reads), reads)
+	if len(reads) == 0 {
+		t.Error("the standby sent the spoke nothing: it did not connect while the Lease went unrenewed")
+	}
+	if len(writes) > 0 {
+		t.Errorf("the standby wrote to the spoke without the Lease: %v", writes)
 	}
 }

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -23,6 +24,9 @@ type ManagerConfig struct {
 	// HeapReleaseInterval is how often freed heap is looked at, to be returned
 	// to the OS once the process has gone quiet (heapReleaser); 0 never.
 	HeapReleaseInterval time.Duration
+	// StandbyWarmAfter: a standby connects the shard's clusters once the
+	// leader has left the Lease unrenewed this long (standbyWarmer); 0 never.
+	StandbyWarmAfter time.Duration
 }
 
 // MemoryLimitRatio is the share of the container's memory limit that the Go
@@ -73,10 +77,23 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 	if mc.RetryPeriod > 0 {
 		mo.RetryPeriod = &mc.RetryPeriod
 	}
+	var lease *leaseObserver
+	recorders := &lateRecorders{}
+	if mc.LeaderElection && mc.StandbyWarmAfter > 0 {
+		if err := mc.checkStandbyWarmAfter(); err != nil {
+			return nil, nil, err
+		}
+		var err error
+		if lease, err = newObservedLock(cfg, mc, opts.LeaderElectionID(), recorders); err != nil {
+			return nil, nil, err
+		}
+		mo.LeaderElectionResourceLockInterface = lease
+	}
 	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		return nil, nil, err
 	}
+	recorders.set(mgr)
 	if mc.ProbeAddr != "" && mc.ProbeAddr != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 			return nil, nil, err
@@ -94,5 +111,30 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 	if err != nil {
 		return nil, nil, err
 	}
+	if lease != nil {
+		w := &standbyWarmer{lease: lease, after: mc.StandbyWarmAfter, elected: mgr.Elected(), hub: mgr.GetCache(), spokes: r.Spokes,
+			inShard: opts.InShard, workers: opts.MaxConcurrentClusters, log: mgr.GetLogger().WithName("standby"),
+			warmups: register(metrics.Registry, newStandbyWarmups()), now: time.Now}
+		if err := mgr.Add(w); err != nil {
+			return nil, nil, err
+		}
+	}
 	return mgr, r, nil
+}
+
+// checkStandbyWarmAfter refuses a StandbyWarmAfter that would warm while a
+// healthy leader renews (it renews every RetryPeriod) or never before the
+// Lease expires anyway.
+func (mc ManagerConfig) checkStandbyWarmAfter() error {
+	retry, lease := mc.RetryPeriod, mc.LeaseDuration
+	if retry <= 0 {
+		retry = 2 * time.Second // controller-runtime's defaults
+	}
+	if lease <= 0 {
+		lease = 15 * time.Second
+	}
+	if mc.StandbyWarmAfter <= 2*retry || mc.StandbyWarmAfter >= lease {
+		return fmt.Errorf("--standby-warm-after=%s: must be above twice the retry period (%s) and below the lease duration (%s), or 0 (never)", mc.StandbyWarmAfter, retry, lease)
+	}
+	return nil
 }

@@ -165,15 +165,21 @@ func (m *Metrics) State(cluster string) string {
 	return m.states[cluster]
 }
 
-// register registers c, or returns the collector already registered under
-// the same descriptor (several managers in one process, as in tests, share
-// one registry).
 // newHeapReleases makes heap_releases_total, which NewManager's heapReleaser counts in.
 func newHeapReleases() prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "heap_releases_total",
 		Help: "Times freed heap was returned to the OS (one forced collection each) once the process had gone quiet after a burst of work."})
 }
 
+// newStandbyWarmups makes standby_warmups_total, which NewManager's standbyWarmer counts in.
+func newStandbyWarmups() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "standby_warmups_total",
+		Help: "Times this replica, a standby, saw the leader leave the Lease unrenewed and connected the shard's clusters while it ran out."})
+}
+
+// register registers c, or returns the collector already registered under
+// the same descriptor (several managers in one process, as in tests, share
+// one registry).
 func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError

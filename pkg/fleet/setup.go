@@ -140,6 +140,11 @@ func (o Options) LeaderElectionID() string {
 	return fmt.Sprintf("hub-node-metadata-shard-%d-of-%d", o.ShardIndex, o.ShardCount)
 }
 
+// InShard says whether the cluster namespace/name is in this replica's shard.
+func (o Options) InShard(namespace, name string) bool {
+	return Shard(namespace, name, o.ShardCount) == o.ShardIndex
+}
+
 // Shard returns the shard of a cluster among count shards: the first 8
 // bytes of the SHA-256 of "namespace/name", modulo count. Every replica
 // computes the same. (FNV-1a, used before, has weak low bits: with Hive's
@@ -283,7 +288,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	}
 	r.init()
 
-	inShard := func(namespace, name string) bool { return Shard(namespace, name, opts.ShardCount) == opts.ShardIndex }
+	inShard := opts.InShard
 	cdShard := predicate.NewPredicateFuncs(func(o client.Object) bool { return inShard(o.GetNamespace(), o.GetName()) })
 	poolShard := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		mp, ok := o.(*hivev1.MachinePool)

@@ -236,8 +236,11 @@ func NewManager(secrets client.Reader, opts Options) *Manager {
 	}
 }
 
-// NeedLeaderElection makes only the elected replica connect to spokes.
-func (c *Manager) NeedLeaderElection() bool { return true }
+// NeedLeaderElection is false: Start runs in every replica, and connects only the clusters
+// someone Ensures. The fleet controller, which writes, runs only in the elected replica; a
+// standby Ensures its clusters only while the leader's Lease runs out (fleet's standbyWarmer),
+// and connecting writes nothing.
+func (c *Manager) NeedLeaderElection() bool { return false }
 
 // Ensure registers or refreshes the desired connection for cd and returns the current Status.
 // It reads the kubeconfig Secret from the hub but never talks to the spoke: connecting,
