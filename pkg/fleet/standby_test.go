@@ -204,7 +204,9 @@ func TestStandbyConnectsOnlyOnceTheLeaseGoesUnrenewed(t *testing.T) {
 	h := startStandby(t, func(ns, _ string) bool { return ns != "other-shard" },
 		cdNamed("a", "a", nil),
 		cdNamed("b", "b", nil),
-		cdNamed("paused", "paused", func(cd *hivev1.ClusterDeployment) { cd.Annotations = map[string]string{nmsync.AnnotationPaused: "true"} }),
+		cdNamed("paused", "paused", func(cd *hivev1.ClusterDeployment) {
+			cd.Annotations = map[string]string{nmsync.AnnotationPaused: "true"}
+		}),
 		cdNamed("installing", "installing", func(cd *hivev1.ClusterDeployment) { cd.Spec.Installed = false }),
 		cdNamed("other-shard", "c", nil))
 	leader := time.Unix(9000, 0)
@@ -267,7 +269,7 @@ func TestStandbyWarmAfterMustFitTheLease(t *testing.T) {
 	}{
 		{DefaultStandbyWarmAfter, 0, 0, true}, // the shipped flags: 5 s against 2 s and 15 s
 		{1500 * time.Millisecond, 500 * time.Millisecond, 4 * time.Second, true},
-		{4 * time.Second, 2 * time.Second, 15 * time.Second, false}, // a healthy leader read 2 s late looks stalled
+		{4 * time.Second, 2 * time.Second, 15 * time.Second, false},  // a healthy leader read 2 s late looks stalled
 		{15 * time.Second, 2 * time.Second, 15 * time.Second, false}, // never before the Lease expires anyway
 	} {
 		err := ManagerConfig{StandbyWarmAfter: tc.warm, RetryPeriod: tc.retry, LeaseDuration: tc.lease}.checkStandbyWarmAfter()
