@@ -212,3 +212,14 @@ func (h *hubLog) leaseTaken(after time.Time) time.Time {
 	}
 	return time.Time{}
 }
+
+// firstSecretRead is when the process with user agent ua first read a Secret after `after`
+// (a connect's kubeconfig), or zero.
+func (h *hubLog) firstSecretRead(ua string, after time.Time) time.Time {
+	for _, e := range h.events {
+		if counted(e) && strings.HasPrefix(e.UserAgent, ua) && e.Verb == "get" && e.ObjectRef.Resource == "secrets" && e.RequestReceived.After(after) {
+			return e.RequestReceived
+		}
+	}
+	return time.Time{}
+}

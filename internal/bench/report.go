@@ -169,6 +169,9 @@ type RestartCase struct {
 	SpokePerCluster float64     `json:"spokeRequestsPerCluster"`
 	// LeaseTakeoverS is when the standby became leader, after the kill.
 	LeaseTakeoverS float64 `json:"leaseTakeoverS,omitempty"`
+	// ConnectingS is when the standby began connecting (its first kubeconfig Secret read),
+	// after the kill: once it had seen the Lease unrenewed for --standby-warm-after.
+	ConnectingS float64 `json:"connectingS,omitempty"`
 	// Standby is what the standby sent before the kill (its caches: lists
 	// and watches, not per cluster).
 	Standby *HubCounts `json:"standbyBeforeKill,omitempty"`

@@ -426,7 +426,10 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	if t := b.hub.leaseTaken(killAt); !t.IsZero() { // the killed leader writes nothing after killAt
 		rs.Failover.LeaseTakeoverS = t.Sub(killAt).Seconds()
 	}
-	b.logf("failover: %d InSync %.1f s after the kill (Lease taken after %.1f s), %.2f hub requests per cluster", got, rs.Failover.Seconds, rs.Failover.LeaseTakeoverS, rs.Failover.PerCluster)
+	if t := b.hub.firstSecretRead(standby.ua, killAt); !t.IsZero() {
+		rs.Failover.ConnectingS = t.Sub(killAt).Seconds()
+	}
+	b.logf("failover: %d InSync %.1f s after the kill (connecting after %.1f s, Lease taken after %.1f s), %.2f hub requests per cluster", got, rs.Failover.Seconds, rs.Failover.ConnectingS, rs.Failover.LeaseTakeoverS, rs.Failover.PerCluster)
 	return nil
 }
 
