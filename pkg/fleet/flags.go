@@ -34,7 +34,7 @@ func (c *RunConfig) BindFlags(fs *flag.FlagSet) {
 	mc, o := &c.Manager, &c.Options
 	fs.StringVar(&mc.MetricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
 	fs.StringVar(&mc.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 disables it)")
-	fs.BoolVar(&mc.LeaderElection, "leader-elect", false, "elect a leader per shard with a Lease; only the leader connects to spokes and writes")
+	fs.BoolVar(&mc.LeaderElection, "leader-elect", false, "elect a leader per shard with a Lease; only the leader writes, and a standby connects to spokes only while a dead leader's Lease runs out (--standby-warm-after)")
 	fs.StringVar(&mc.LeaderElectionNS, "leader-elect-namespace", "", "namespace of the Lease (default: the pod's namespace)")
 	fs.DurationVar(&mc.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "leader election lease duration")
 	fs.DurationVar(&mc.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "leader election renew deadline")
