@@ -53,6 +53,7 @@ var heapRules = []rule{
 	{"runtime/serializer/streaming", "watch stream decoders"},
 	{"encoding/json.(*Decoder)", "watch stream decoders"},
 	{"util/framer", "watch stream decoders"},
+	{"pkg/remote.(*kindLoop)", "spoke list-and-watch loops (store indexes, events being decoded)"},
 	{"pkg/remote.newSpokeCache", "spoke clients (REST clients, rate limiters)"},
 	{"pkg/remote.(*Manager).newConn", "spoke clients (REST clients, rate limiters)"},
 	{"client-go/rest", "spoke clients (REST clients, rate limiters)"},
