@@ -17,7 +17,7 @@ import (
 
 var leaseFlags = []string{"--leader-elect", "--leader-elect-namespace", "hub-node-metadata",
 	"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms",
-	"--standby-warm-after", "1500ms"}
+	"--standby-warm-after", "2500ms"}
 
 // warmups reads how often a replica connected its shard while the leader's Lease ran out.
 func warmups(t *testing.T, p *controllerProcess) string {
@@ -103,7 +103,7 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 	if !isLeader(follower) {
 		t.Error("the surviving replica does not report itself leader")
 	}
-	// The follower connected while the Lease ran out (1.5 s unrenewed of 4 s), not after.
+	// The follower connected while the Lease ran out (2.5 s unrenewed of 4 s), not after.
 	if got := warmups(t, follower); got != "1" {
 		t.Errorf("standby_warmups_total of the new leader: %s, want 1", got)
 	}
@@ -189,11 +189,12 @@ func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *test
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
 	kc := controllerKubeconfig(t, ctx, f)
-	// The leader is frozen 3 s: beyond the standby's 1.5 s, well within its own renew deadline
-	// (6 s) and the Lease (8 s), so it keeps the Lease.
+	// The leader is frozen 13 s: beyond the standby's 8.6 s (just above the least it may be: the
+	// retry period plus half the renew deadline), within the leader's own renew deadline (16 s)
+	// and the Lease (20 s), so it keeps the Lease.
 	leader, follower := startPair(t, kc, "--leader-elect", "--leader-elect-namespace", "hub-node-metadata",
-		"--leader-elect-lease-duration", "8s", "--leader-elect-renew-deadline", "6s", "--leader-elect-retry-period", "500ms",
-		"--standby-warm-after", "1500ms")
+		"--leader-elect-lease-duration", "20s", "--leader-elect-renew-deadline", "16s", "--leader-elect-retry-period", "500ms",
+		"--standby-warm-after", "8600ms")
 	waitInSync(t, ctx, f, s, 2*time.Minute)
 	if got := warmups(t, follower); got != "0" {
 		t.Fatalf("standby_warmups_total of the standby while the leader renews: %s, want 0", got)
@@ -201,18 +202,25 @@ func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *test
 	skip := auditLines(t, s)
 	followerPid := fmt.Sprint(follower.cmd.Process.Pid)
 
+	cluster := regexp.QuoteMeta(s.Name + "/" + s.Name)
+	connected := regexp.MustCompile(`(?m)^hub_node_metadata_remote_connected\{cluster="` + cluster + `"\} 1$`)
+	series := regexp.MustCompile(`(?m)^hub_node_metadata_remote_connected\{cluster="` + cluster + `"\}`)
 	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	frozen := time.Now()
+	waitFor(t, "the standby connects while the leader is frozen", 12500*time.Millisecond, func() bool {
+		m, err := follower.scrape()
+		return err == nil && connected.MatchString(m)
+	})
+	t.Logf("the standby connected %s after the leader froze", time.Since(frozen).Round(time.Millisecond))
+	time.Sleep(time.Until(frozen.Add(13 * time.Second)))
 	if err := leader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	cluster := regexp.QuoteMeta(s.Name + "/" + s.Name)
-	connected := regexp.MustCompile(`(?m)^hub_node_metadata_remote_connected\{cluster="` + cluster + `"\} 1$`)
 	waitFor(t, "the standby lets the cluster go once the leader renews", 30*time.Second, func() bool {
 		m, err := follower.scrape()
-		return err == nil && warmups(t, follower) == "1" && !connected.MatchString(m)
+		return err == nil && warmups(t, follower) == "1" && !series.MatchString(m)
 	})
 	if !isLeader(leader) || isLeader(follower) {
 		t.Errorf("leader %v, follower %v: the frozen leader should have kept the Lease", isLeader(leader), isLeader(follower))

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 // The goals of "a fleet at rest costs nothing; a restarted shard is in sync
@@ -212,8 +214,8 @@ func (r *Report) restMarkdown(p func(string, ...any)) {
 		p("\nController CPU is its own CPU time over the same span; machine CPUs busy is all of this machine's CPUs over that span (%s), which the controller shares with the %d real spokes' API servers, etcd and the hub. Where the machine is near 100%% busy, the machine sets the pace, and the controller's own CPU time, spread over the cores a hub gives it, is the better guide to what a real shard would see (its spokes answer from their own machines). The restart's first 30 s run under Go's CPU profiler (100 samples a second, a cost of a few percent of the controller's CPU), saved as controller-restart-cpu.pprof beside the report; one of the spokes' API servers is profiled over the same 30 s, spoke-restart-cpu.pprof.\n",
 			r.Machine, r.Sim.RealSpokes)
 		if sb := rs.Failover.Standby; sb != nil {
-			p("\nFailover: the standby ran beside the leader for 15 s before the kill, filling its caches (%d gets and lists, %d watches: none per cluster); the killed leader's Lease was taken over %.1f s after the kill (a killed leader does not release it: the standby waits for it to expire). The standby does not wait for it to connect, which only reads: once it has seen the Lease unrenewed for --standby-warm-after (5 s), it connects the shard's clusters, and began here %s after the kill (its first kubeconfig Secret read in the hub's audit log); it writes only once elected.\n",
-				sb.Reads, sb.Watches, rs.Failover.LeaseTakeoverS, secs(rs.Failover.ConnectingS))
+			p("\nFailover: the standby ran beside the leader for 15 s before the kill, filling its caches (%d gets and lists, %d watches: none per cluster); the killed leader's Lease was taken over %.1f s after the kill (a killed leader does not release it: the standby waits for it to expire). The standby does not wait for it to connect, which only reads: once it has seen the Lease unrenewed for --standby-warm-after (%s), it connects the shard's clusters, and began here %s after the kill (its first kubeconfig Secret read in the hub's audit log); it writes only once elected.\n",
+				sb.Reads, sb.Watches, rs.Failover.LeaseTakeoverS, fleet.DefaultStandbyWarmAfter, secs(rs.Failover.ConnectingS))
 		}
 	}
 

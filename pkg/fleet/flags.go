@@ -39,7 +39,7 @@ func (c *RunConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&mc.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "leader election lease duration")
 	fs.DurationVar(&mc.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "leader election renew deadline")
 	fs.DurationVar(&mc.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "leader election retry period")
-	fs.DurationVar(&mc.StandbyWarmAfter, "standby-warm-after", DefaultStandbyWarmAfter, "with --leader-elect: a standby connects the shard's clusters (reads only) once the leader has left the Lease unrenewed this long, so that a failover does not wait for the Lease to expire before connecting (0 never)")
+	fs.DurationVar(&mc.StandbyWarmAfter, "standby-warm-after", DefaultStandbyWarmAfter, "with --leader-elect: a standby connects the shard's clusters (reads only) once the leader has left the Lease unrenewed this long, so that a failover does not wait for the Lease to expire before connecting; above the retry period plus half the renew deadline, below the lease duration (0 never)")
 	fs.DurationVar(&mc.HeapReleaseInterval, "heap-release-interval", DefaultHeapReleaseInterval, "how often to look for freed heap to return to the OS once the process has gone quiet after a burst of work (0 never)")
 
 	fs.IntVar(&o.MaxConcurrentClusters, "max-concurrent-clusters", DefaultMaxConcurrentClusters, "clusters synced at once")

@@ -115,6 +115,7 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 		w := &standbyWarmer{lease: lease, after: mc.StandbyWarmAfter, elected: mgr.Elected(), hub: mgr.GetCache(), spokes: r.Spokes,
 			inShard: opts.InShard, workers: opts.MaxConcurrentClusters, log: mgr.GetLogger().WithName("standby"),
 			warmups: register(metrics.Registry, newStandbyWarmups()), now: time.Now}
+		lease.acquired = w.acquired
 		if err := mgr.Add(w); err != nil {
 			return nil, nil, err
 		}
@@ -123,18 +124,22 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 }
 
 // checkStandbyWarmAfter refuses a StandbyWarmAfter that would warm while a
-// healthy leader renews (it renews every RetryPeriod) or never before the
-// Lease expires anyway.
+// leader renews, even late (it renews every RetryPeriod, and a renewal that
+// timed out, after RenewDeadline/2, is tried again RetryPeriod later), or
+// never before the Lease expires anyway.
 func (mc ManagerConfig) checkStandbyWarmAfter() error {
-	retry, lease := mc.RetryPeriod, mc.LeaseDuration
+	retry, renew, lease := mc.RetryPeriod, mc.RenewDeadline, mc.LeaseDuration
 	if retry <= 0 {
-		retry = 2 * time.Second // controller-runtime's defaults
+		retry = defaultRetryPeriod
+	}
+	if renew <= 0 {
+		renew = defaultRenewDeadline
 	}
 	if lease <= 0 {
-		lease = 15 * time.Second
+		lease = defaultLeaseDuration
 	}
-	if mc.StandbyWarmAfter <= 2*retry || mc.StandbyWarmAfter >= lease {
-		return fmt.Errorf("--standby-warm-after=%s: must be above twice the retry period (%s) and below the lease duration (%s), or 0 (never)", mc.StandbyWarmAfter, retry, lease)
+	if late := retry + renew/2; mc.StandbyWarmAfter <= late || mc.StandbyWarmAfter >= lease {
+		return fmt.Errorf("--standby-warm-after=%s: must be above the retry period plus half the renew deadline (%s) and below the lease duration (%s), or 0 (never)", mc.StandbyWarmAfter, late, lease)
 	}
 	return nil
 }

@@ -41,6 +41,13 @@ func (l *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []b
 
 func (l *fakeLock) Identity() string { return l.self }
 
+func (l *fakeLock) Update(_ context.Context, rec resourcelock.LeaderElectionRecord) error {
+	l.mu.Lock()
+	l.rec = rec
+	l.mu.Unlock()
+	return nil
+}
+
 // renew is the holder renewing the Lease at t (the leader's clock).
 func (l *fakeLock) renew(holder string, t time.Time) {
 	l.mu.Lock()
@@ -48,18 +55,42 @@ func (l *fakeLock) renew(holder string, t time.Time) {
 	l.mu.Unlock()
 }
 
-// warmedSpokes records what the warmer asks of the spoke connections.
+// warmedSpokes records what the warmer asks of the spoke connections. While gate is set,
+// each Ensure waits for it to close (a slow Secret read).
 type warmedSpokes struct {
 	mu        gosync.Mutex
 	ensured   []string
 	forgotten []string
+	gate      chan struct{}
+	inEnsure  chan struct{} // cap 1: an Ensure started
 }
 
 func (s *warmedSpokes) Ensure(_ context.Context, cd *hivev1.ClusterDeployment) remote.Status {
 	s.mu.Lock()
+	gate := s.gate
+	s.mu.Unlock()
+	select {
+	case s.inEnsure <- struct{}{}:
+	default:
+	}
+	if gate != nil {
+		<-gate
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ensured = append(s.ensured, cd.Namespace+"/"+cd.Name)
 	return remote.Status{Reason: remote.ReasonConnecting}
+}
+
+// hubWithInformers is the fake hub as the manager's cache, counting informers removed.
+type hubWithInformers struct {
+	client.Client
+	removed counter
+}
+
+func (h *hubWithInformers) RemoveInformer(context.Context, client.Object) error {
+	h.removed.add()
+	return nil
 }
 
 func (s *warmedSpokes) Forget(key types.NamespacedName) {
@@ -121,6 +152,7 @@ type standbyHarness struct {
 	lock    *fakeLock
 	obs     *leaseObserver
 	spokes  *warmedSpokes
+	hub     *hubWithInformers
 	warmups prometheus.Counter
 	elected chan struct{}
 	done    chan struct{}
@@ -144,13 +176,19 @@ func cdNamed(ns, name string, mutate func(*hivev1.ClusterDeployment)) *hivev1.Cl
 }
 
 func startStandby(t *testing.T, inShard func(ns, name string) bool, cds ...client.Object) *standbyHarness {
+	return startStandbyWith(t, 3, inShard, cds...)
+}
+
+// startStandbyWith starts the warmer with workers Ensures at a time.
+func startStandbyWith(t *testing.T, workers int, inShard func(ns, name string) bool, cds ...client.Object) *standbyHarness {
 	t.Helper()
-	h := &standbyHarness{t: t, lock: &fakeLock{self: "me"}, spokes: &warmedSpokes{}, elected: make(chan struct{}), done: make(chan struct{}),
+	h := &standbyHarness{t: t, lock: &fakeLock{self: "me"}, spokes: &warmedSpokes{inEnsure: make(chan struct{}, 1)}, elected: make(chan struct{}), done: make(chan struct{}),
 		warmups: newStandbyWarmups(), now: time.Unix(1000, 0)}
 	h.obs = newLeaseObserver(h.lock, h.clock)
-	hub := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(cds...).Build()
-	w := &standbyWarmer{lease: h.obs, after: 5 * time.Second, elected: h.elected, hub: hub, spokes: h.spokes,
-		inShard: inShard, workers: 3, log: testr.New(t), warmups: h.warmups, now: h.clock}
+	h.hub = &hubWithInformers{Client: fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(cds...).Build()}
+	w := &standbyWarmer{lease: h.obs, after: 5 * time.Second, elected: h.elected, hub: h.hub, spokes: h.spokes,
+		inShard: inShard, workers: workers, log: testr.New(t), warmups: h.warmups, now: h.clock}
+	h.obs.acquired = w.acquired
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() {
@@ -210,10 +248,13 @@ func TestStandbyConnectsOnlyOnceTheLeaseGoesUnrenewed(t *testing.T) {
 		cdNamed("installing", "installing", func(cd *hivev1.ClusterDeployment) { cd.Spec.Installed = false }),
 		cdNamed("other-shard", "c", nil))
 	leader := time.Unix(9000, 0)
-	// A leader that renews every 2 s, read every 2 to 4 s: never stalled.
-	for i := range 10 {
-		h.lock.renew("leader", leader.Add(time.Duration(i)*2*time.Second))
-		h.elector(time.Duration(2+i%3) * time.Second)
+	// A leader whose renewals come 4 s apart (one late), read every 2 s: every other read sees
+	// the same record, never for 5 s.
+	for i := range 11 { // the last read sees a renewal
+		if i%2 == 0 {
+			h.lock.renew("leader", leader.Add(time.Duration(i)*2*time.Second))
+		}
+		h.elector(2 * time.Second)
 	}
 	h.waitCalls(nil, nil)
 	// The leader dies: the same record, read for 4.4 s, then for 5 s (after) and more.
@@ -229,14 +270,21 @@ func TestStandbyConnectsOnlyOnceTheLeaseGoesUnrenewed(t *testing.T) {
 		t.Errorf("standby_warmups_total %v, want 1", got)
 	}
 
-	// Elected: the fleet controller takes the connections over; nothing is forgotten.
+	// Elected: the fleet controller takes the connections over; only a cluster deleted
+	// meanwhile is forgotten (the fleet controller would never reconcile it again).
+	if err := h.hub.Delete(context.Background(), cdNamed("b", "b", nil)); err != nil {
+		t.Fatal(err)
+	}
 	close(h.elected)
 	select {
 	case <-h.done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the warmer runs on after the election")
 	}
-	h.waitCalls(want, nil)
+	h.waitCalls(want, []string{"b/b"})
+	if n := h.hub.removed.take(); n != 0 {
+		t.Errorf("the elected replica's Secret-metadata informer removed %d times", n)
+	}
 }
 
 func TestStandbyLetsGoWhenTheLeaderRenewsAgain(t *testing.T) {
@@ -249,6 +297,9 @@ func TestStandbyLetsGoWhenTheLeaderRenewsAgain(t *testing.T) {
 	h.lock.renew("leader", leader.Add(7*time.Second))
 	h.elector(2 * time.Second)
 	h.waitCalls([]string{"a/a", "b/b"}, []string{"a/a", "b/b"})
+	if n := h.hub.removed.take(); n != 1 {
+		t.Errorf("Secret-metadata informer removed %d times on letting go, want 1", n)
+	}
 
 	// It warms again if the Lease goes unrenewed again, and lets go if another replica takes it.
 	h.elector(5 * time.Second)
@@ -262,19 +313,68 @@ func TestStandbyLetsGoWhenTheLeaderRenewsAgain(t *testing.T) {
 	}
 }
 
+func TestStandbyKeepsWhatItConnectedWhenTheLeaseIsReleased(t *testing.T) {
+	h := startStandby(t, func(string, string) bool { return true }, cdNamed("a", "a", nil))
+	h.lock.renew("leader", time.Unix(9000, 0))
+	h.elector(2 * time.Second)
+	h.elector(5 * time.Second)
+	h.waitCalls([]string{"a/a"}, nil)
+	// The old leader released the Lease (a graceful stop after a stall): no one holds it, and
+	// this replica's elector takes it at its next try. What was connected stays.
+	h.lock.renew("", time.Unix(9010, 0))
+	h.elector(time.Second)
+	h.waitCalls([]string{"a/a"}, nil)
+}
+
+func TestStandbyStopsWarmingWhenItTakesTheLease(t *testing.T) {
+	h := startStandbyWith(t, 1, func(string, string) bool { return true }, cdNamed("a", "a", nil), cdNamed("b", "b", nil), cdNamed("c", "c", nil))
+	gate := make(chan struct{})
+	h.spokes.mu.Lock()
+	h.spokes.gate = gate
+	h.spokes.mu.Unlock()
+	h.lock.renew("leader", time.Unix(9000, 0))
+	h.elector(2 * time.Second)
+	h.elector(5 * time.Second)
+	select {
+	case <-h.spokes.inEnsure: // the first Ensure waits on a slow Secret read
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Ensure started")
+	}
+	// The elector takes the Lease: its write returns only once the warm-up has stopped and
+	// the Ensure under way has finished; no other starts (the fleet controller's from now on).
+	took := make(chan error)
+	go func() {
+		took <- h.obs.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"})
+	}()
+	select {
+	case <-took:
+		t.Fatal("the Lease write returned while a warm-up's Ensure was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-took; err != nil {
+		t.Fatal(err)
+	}
+	ensured, _ := h.spokes.calls()
+	time.Sleep(100 * time.Millisecond)
+	if again, _ := h.spokes.calls(); len(ensured) != 1 || len(again) != 1 {
+		t.Errorf("Ensured %v at the Lease write, %v after: want the one under way only", ensured, again)
+	}
+}
+
 func TestStandbyWarmAfterMustFitTheLease(t *testing.T) {
 	for _, tc := range []struct {
-		warm, retry, lease time.Duration
-		ok                 bool
+		warm, retry, renew, lease time.Duration
+		ok                        bool
 	}{
-		{DefaultStandbyWarmAfter, 0, 0, true}, // the shipped flags: 5 s against 2 s and 15 s
-		{1500 * time.Millisecond, 500 * time.Millisecond, 4 * time.Second, true},
-		{4 * time.Second, 2 * time.Second, 15 * time.Second, false},  // a healthy leader read 2 s late looks stalled
-		{15 * time.Second, 2 * time.Second, 15 * time.Second, false}, // never before the Lease expires anyway
+		{DefaultStandbyWarmAfter, 0, 0, 0, true}, // the shipped flags: 8 s against 2 s, 10 s and 15 s
+		{2500 * time.Millisecond, 500 * time.Millisecond, 3 * time.Second, 4 * time.Second, true},
+		{7 * time.Second, 2 * time.Second, 10 * time.Second, 15 * time.Second, false},  // a renewal that timed out, tried again, looks stalled
+		{15 * time.Second, 2 * time.Second, 10 * time.Second, 15 * time.Second, false}, // never before the Lease expires anyway
 	} {
-		err := ManagerConfig{StandbyWarmAfter: tc.warm, RetryPeriod: tc.retry, LeaseDuration: tc.lease}.checkStandbyWarmAfter()
+		err := ManagerConfig{StandbyWarmAfter: tc.warm, RetryPeriod: tc.retry, RenewDeadline: tc.renew, LeaseDuration: tc.lease}.checkStandbyWarmAfter()
 		if (err == nil) != tc.ok {
-			t.Errorf("warm after %s, retry %s, lease %s: error %v, want ok %v", tc.warm, tc.retry, tc.lease, err, tc.ok)
+			t.Errorf("warm after %s, retry %s, renew %s, lease %s: error %v, want ok %v", tc.warm, tc.retry, tc.renew, tc.lease, err, tc.ok)
 		}
 	}
 }

@@ -469,7 +469,9 @@ func (c *Manager) disconnectLocked(e *entry, reason Reason, message string, isEr
 	c.opts.Metrics.setConnected(e.label, false)
 	if wasConnected {
 		c.log.Info("disconnected from spoke", "cluster", e.label, "reason", reason, "message", message)
-		c.notifyLocked(e.cluster)
+		if !c.stopped { // a stopping process has nothing left to reconcile
+			c.notifyLocked(e.cluster)
+		}
 	}
 }
 
