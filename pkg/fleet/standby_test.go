@@ -347,8 +347,8 @@ func TestStandbyStopsWarmingWhenItTakesTheLease(t *testing.T) {
 		took <- h.obs.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"})
 	}()
 	select {
-	case <-took:
-		t.Fatal("the Lease write returned while a warm-up's Ensure was under way")
+	case err := <-took:
+		t.Fatalf("the Lease write returned (%v) while a warm-up's Ensure was under way", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(gate)
