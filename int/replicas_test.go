@@ -10,9 +10,12 @@ import (
 	"time"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 var leaseFlags = []string{"--leader-elect", "--leader-elect-namespace", "hub-node-metadata",
@@ -181,13 +184,23 @@ func TestShardsWriteDisjointClusters(t *testing.T) {
 
 // A standby that sees the leader leave the Lease unrenewed connects the shard's clusters while
 // it waits, reading only, and lets them go when the leader (frozen, not dead) renews it again.
+// A cluster paused on the hub is left alone by the standby as by the leader.
 func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	f := startFleet(t, ctx, 1)
-	s := f.Spokes()[0]
+	f := startFleet(t, ctx, 2)
+	s, paused := f.Spokes()[0], f.Spokes()[1]
 	addInfraPool(t, ctx, s, 2)
+	addInfraPool(t, ctx, paused, 1)
+	cd := &hivev1.ClusterDeployment{}
+	if err := f.Hub.Client.Get(ctx, types.NamespacedName{Namespace: paused.Name, Name: paused.Name}, cd); err != nil {
+		t.Fatal(err)
+	}
+	metav1.SetMetaDataAnnotation(&cd.ObjectMeta, nmsync.AnnotationPaused, "true")
+	if err := f.Hub.Client.Update(ctx, cd); err != nil {
+		t.Fatal(err)
+	}
 	kc := controllerKubeconfig(t, ctx, f)
 	// The leader is frozen 13 s: beyond the standby's 8.6 s (just above the least it may be: the
 	// retry period plus half the renew deadline), within the leader's own renew deadline (16 s)
@@ -199,7 +212,7 @@ func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *test
 	if got := warmups(t, follower); got != "0" {
 		t.Fatalf("standby_warmups_total of the standby while the leader renews: %s, want 0", got)
 	}
-	skip := auditLines(t, s)
+	skip, skipPaused := auditLines(t, s), auditLines(t, paused)
 	followerPid := fmt.Sprint(follower.cmd.Process.Pid)
 
 	cluster := regexp.QuoteMeta(s.Name + "/" + s.Name)
@@ -242,5 +255,10 @@ func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *test
 	}
 	if len(writes) > 0 {
 		t.Errorf("the standby wrote to the spoke without the Lease: %v", writes)
+	}
+	for _, e := range readAudit(t, paused.AuditLogPath)[skipPaused:] {
+		if m := pidInAgent.FindStringSubmatch(e.UserAgent); m != nil && m[1] == followerPid {
+			t.Errorf("the standby sent a paused cluster's spoke %s %s", e.Verb, e.RequestURI)
+		}
 	}
 }

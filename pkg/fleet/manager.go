@@ -115,7 +115,7 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 		w := &standbyWarmer{lease: lease, after: mc.StandbyWarmAfter, elected: mgr.Elected(), hub: mgr.GetCache(), spokes: r.Spokes,
 			inShard: opts.InShard, workers: opts.MaxConcurrentClusters, log: mgr.GetLogger().WithName("standby"),
 			warmups: register(metrics.Registry, newStandbyWarmups()), now: time.Now}
-		lease.acquired = w.acquired
+		lease.acquired = w.endWarming
 		if err := mgr.Add(w); err != nil {
 			return nil, nil, err
 		}

@@ -172,10 +172,10 @@ func (w *standbyWarmer) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			w.acquired() // stops a warm-up; the remote Manager drops every connection itself
+			w.endWarming() // the remote Manager drops every connection itself
 			return nil
 		case <-w.elected:
-			w.acquired()
+			w.endWarming()
 			w.handOver(ctx)
 			return nil
 		case <-w.lease.seen:
@@ -220,10 +220,11 @@ func (w *standbyWarmer) look(ctx context.Context) {
 	}
 }
 
-// acquired ends warming for good: this replica holds the Lease (or stops). A warm-up under way
-// is stopped and waited for, so that the fleet controller, which starts once the elector's write
-// returns, is the only one to Ensure clusters from then on.
-func (w *standbyWarmer) acquired() {
+// endWarming ends warming for good: this replica holds the Lease (the lock calls it after each
+// write naming it holder), or stops. A warm-up under way is stopped and waited for, so that the
+// fleet controller, which starts once the elector's write returns, is the only one to Ensure
+// clusters from then on.
+func (w *standbyWarmer) endWarming() {
 	w.mu.Lock()
 	w.leading = true
 	stop := w.stop

@@ -188,7 +188,7 @@ func startStandbyWith(t *testing.T, workers int, inShard func(ns, name string) b
 	h.hub = &hubWithInformers{Client: fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(cds...).Build()}
 	w := &standbyWarmer{lease: h.obs, after: 5 * time.Second, elected: h.elected, hub: h.hub, spokes: h.spokes,
 		inShard: inShard, workers: workers, log: testr.New(t), warmups: h.warmups, now: h.clock}
-	h.obs.acquired = w.acquired
+	h.obs.acquired = w.endWarming
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() {
