@@ -50,8 +50,7 @@ func compact(obj any) (*record, error) {
 			mf.nodeName = o.Status.NodeRef.Name
 		}
 		if o.Status.Phase != nil {
-			p := intern(*o.Status.Phase)
-			mf.phase = &p
+			mf.phase, mf.hasPhase = intern(*o.Status.Phase), true
 		}
 		r.machine = mf
 		return r, nil

@@ -58,13 +58,29 @@ func TestCompactPlansAsFullObjects(t *testing.T) {
 // throughRecords returns the objects as the spoke cache serves them.
 func throughRecords[T any](t *testing.T, in []T) []T {
 	t.Helper()
-	out := make([]T, len(in))
+	recs := make([]*record, len(in))
 	for i := range in {
 		r, err := compact(any(&in[i]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = *(expand(r, any(&in[i])).(*T))
+		recs[i] = r
+	}
+	return servedFrom(t, recs, func(r *record) T { return *(expand(r, any(new(T))).(*T)) })
+}
+
+// servedFrom returns what the cache serves from recs once they are packed (pack.go), after
+// checking that it is what the loose records serve.
+func servedFrom[T any](t *testing.T, recs []*record, as func(*record) T) []T {
+	t.Helper()
+	packed := packRecords(recs)[0]
+	out := make([]T, len(recs))
+	for i, r := range recs {
+		loose, p := as(r), as(packed[i])
+		if diff := cmp.Diff(loose, p); diff != "" {
+			t.Fatalf("packing changed a record (-loose +packed):\n%s", diff)
+		}
+		out[i] = p
 	}
 	return out
 }
@@ -94,30 +110,30 @@ func machinesThroughRecords(t *testing.T, in []machinev1beta1.Machine) []machine
 	if err != nil || rv != "7" || len(items) != len(in) {
 		t.Fatalf("decodeMachineList = %d items, rv %q, %v", len(items), rv, err)
 	}
-	out := make([]machinev1beta1.Machine, len(in))
+	recs := make([]*record, len(items))
 	for i := range items {
 		r, err := compact(items[i])
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = r.asMachine()
+		recs[i] = r
 	}
-	return out
+	return servedFrom(t, recs, (*record).asMachine)
 }
 
 // machineSetsThroughRecords returns the MachineSets as the spoke cache serves
 // them: it watches their metadata only (PartialObjectMetadata).
 func machineSetsThroughRecords(t *testing.T, in []machinev1beta1.MachineSet) []machinev1beta1.MachineSet {
 	t.Helper()
-	out := make([]machinev1beta1.MachineSet, len(in))
+	recs := make([]*record, len(in))
 	for i := range in {
 		r, err := compact(&metav1.PartialObjectMetadata{ObjectMeta: *in[i].ObjectMeta.DeepCopy()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = r.asMachineSet()
+		recs[i] = r
 	}
-	return out
+	return servedFrom(t, recs, (*record).asMachineSet)
 }
 
 func describeTargets(ts []nmsync.Target) []string {

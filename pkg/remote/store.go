@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -54,6 +55,7 @@ const (
 type spokeCache struct {
 	stores []*kindStore
 	loops  []*kindLoop
+	packer *packer // packs the stores' records once the spoke goes quiet (pack.go)
 }
 
 type kindSpec struct {
@@ -92,7 +94,7 @@ const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=Part
 // listOnly is shared by the kinds' loops (a server that does not stream one kind streams none)
 // and kept by the caller across connections; nil starts a new one.
 func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, cluster string, listOnly *atomic.Bool, notify func()) (*spokeCache, error) {
-	sc := &spokeCache{}
+	sc := &spokeCache{packer: newPacker(packQuiet)}
 	if listOnly == nil {
 		listOnly = new(atomic.Bool)
 	}
@@ -106,7 +108,8 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 		if err != nil {
 			return nil, err
 		}
-		st := &kindStore{spec: k, rc: rc, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
+		st := &kindStore{spec: k, rc: rc, notify: notify, packer: sc.packer, items: map[string]*record{}, synced: make(chan struct{})}
+		sc.packer.stores = append(sc.packer.stores, st)
 		request := func(o *metav1.ListOptions) *rest.Request {
 			o.LabelSelector = k.selector
 			return st.request(rc.Get(), k.namespace).VersionedParams(o, metav1.ParameterCodec)
@@ -183,6 +186,7 @@ func (h watchHeader) build() http.Header {
 
 // Start runs the loops until ctx is done (the last one in the calling goroutine).
 func (sc *spokeCache) Start(ctx context.Context) {
+	defer sc.packer.stop()
 	var wg sync.WaitGroup
 	last := len(sc.loops) - 1
 	for _, l := range sc.loops[:last] {
@@ -294,6 +298,7 @@ type kindStore struct {
 	spec   kindSpec
 	rc     rest.Interface
 	notify func()
+	packer *packer // nil: records are not packed
 
 	mu     sync.RWMutex
 	items  map[string]*record
@@ -315,10 +320,16 @@ func (s *kindStore) Add(obj any) error {
 	s.mu.Lock()
 	old := s.items[r.name()]
 	differs := old == nil || r.shareWith(old)
-	s.items[r.name()] = r // after shareWith: the key is then cut from the string r keeps
+	kept := !differs && old.takeVersion(r)
+	if !kept {
+		s.items[r.name()] = r // after shareWith: the key is then cut from the string r keeps
+	}
 	s.mu.Unlock()
 	if differs {
 		s.changed()
+	}
+	if !kept {
+		s.packer.touch(1)
 	}
 	return nil
 }
@@ -335,6 +346,7 @@ func (s *kindStore) Delete(obj any) error {
 	s.mu.Unlock()
 	if had {
 		s.changed()
+		s.packer.touch(1)
 	}
 	return nil
 }
@@ -347,19 +359,26 @@ func (s *kindStore) Replace(list []any, _ string) error {
 	s.mu.RUnlock()
 	items := make(map[string]*record, len(list))
 	differs := len(old) != len(list)
+	made := 0
 	for _, obj := range list {
 		r, err := compact(obj)
 		if err != nil {
 			return err
 		}
-		if o := old[r.name()]; o == nil || r.shareWith(o) {
+		o := old[r.name()]
+		if o == nil || r.shareWith(o) {
 			differs = true
+		} else if o.takeVersion(r) {
+			items[r.name()] = o
+			continue
 		}
 		items[r.name()] = r // after shareWith, as in Add
+		made++
 	}
 	s.mu.Lock()
 	s.items = items
 	s.mu.Unlock()
+	s.packer.touch(made + max(len(old)-len(list), 0))
 	first := false
 	s.once.Do(func() { first = true; close(s.synced) })
 	if !first && differs {
@@ -385,8 +404,9 @@ type record struct {
 	// point into the decoded object's memory, all of which an update keeps (shareWith).
 	id string
 	// rv is the resourceVersion when it is a canonical decimal (etcd's always are); 0 when it
-	// is not, and then id holds it as a fourth field.
-	rv          uint64
+	// is not, and then id holds it as a fourth field. It is the one field of a published
+	// record that changes (takeVersion).
+	rv          atomic.Uint64
 	labels      pairs
 	annotations pairs // only those keptAnnotation keeps
 	deletion    *metav1.Time
@@ -399,9 +419,10 @@ type record struct {
 func (r *record) setIdentity(name, uid, rv, providerID string) {
 	fields := [...]string{name, uid, providerID, rv}
 	n := len(fields) // the resourceVersion is kept in id as it came, unless it is a number
-	r.rv = 0
+	r.rv.Store(0)
 	if v, err := strconv.ParseUint(rv, 10, 64); err == nil && v != 0 && strconv.FormatUint(v, 10) == rv {
-		r.rv, n = v, len(fields)-1
+		r.rv.Store(v)
+		n = len(fields) - 1
 	}
 	size := 0
 	for _, f := range fields[:n] {
@@ -428,8 +449,8 @@ func (r *record) name() string {
 }
 
 func (r *record) resourceVersion() string {
-	if r.rv != 0 {
-		return strconv.FormatUint(r.rv, 10)
+	if v := r.rv.Load(); v != 0 {
+		return strconv.FormatUint(v, 10)
 	}
 	_, _, _, rest := r.identity()
 	rv, _ := nextField(rest)
@@ -441,14 +462,23 @@ type machineFields struct {
 	owners     []metav1.OwnerReference
 	nodeLabels pairs  // spec.metadata.labels
 	nodeName   string // status.nodeRef.name (the planner reads only the name)
-	phase      *string
+	phase      string // status.phase, when hasPhase (kept as a value: a pointer would be an object of its own)
+	hasPhase   bool
 }
 
 // sameContent reports whether two records differ in more than resourceVersion (a Node
 // heartbeat changes only status, which is not kept, so it is not worth a notification).
-func (r *record) sameContent(o *record) bool {
-	c := *r // shareWith changes only the copy's fields
-	return !c.shareWith(o)
+func (r *record) sameContent(o *record) bool { return !r.compare(o, false) }
+
+// takeVersion stores u's resourceVersion in r, when u, an update of r that shareWith found
+// to differ in nothing else, holds it as a number, as r does (then u's id is r's): the update
+// then costs no record. It reports whether it did.
+func (r *record) takeVersion(u *record) bool {
+	if r.id != u.id {
+		return false
+	}
+	r.rv.Store(u.rv.Load())
+	return true
 }
 
 // shareWith points r's fields at old's wherever the two hold the same values, and reports
@@ -458,22 +488,26 @@ func (r *record) sameContent(o *record) bool {
 // would hold a mostly empty span of the heap in use for as long as the record lives. (A
 // Node's status heartbeat changes nothing a record keeps but its resourceVersion; a pool
 // change on a fleet in sync, a few labels and one annotation of each object.)
-func (r *record) shareWith(old *record) (differs bool) {
+func (r *record) shareWith(old *record) (differs bool) { return r.compare(old, true) }
+
+// compare reports whether r differs from old in more than its resourceVersion; with share,
+// it also points r's equal fields at old's (shareWith).
+func (r *record) compare(old *record, share bool) (differs bool) {
 	eq := equality.Semantic.DeepEqual
 	name, uid, providerID, _ := r.identity()
 	oldName, oldUID, oldProviderID, _ := old.identity()
 	differs = name != oldName || uid != oldUID || providerID != oldProviderID
-	share(&r.id, old.id, r.id == old.id) // differs only in a resourceVersion that is not a number
-	differs = share(&r.labels, old.labels, r.labels.equal(old.labels)) || differs
-	differs = share(&r.annotations, old.annotations, r.annotations.equal(old.annotations)) || differs
-	differs = share(&r.deletion, old.deletion, eq(r.deletion, old.deletion)) || differs
-	differs = share(&r.taints, old.taints, eq(r.taints, old.taints)) || differs
-	return share(&r.machine, old.machine, r.machine.equal(old.machine)) || differs
+	shareField(share, &r.id, old.id, r.id == old.id) // differs only in a resourceVersion that is not a number
+	differs = shareField(share, &r.labels, old.labels, r.labels.equal(old.labels)) || differs
+	differs = shareField(share, &r.annotations, old.annotations, r.annotations.equal(old.annotations)) || differs
+	differs = shareField(share, &r.deletion, old.deletion, eq(r.deletion, old.deletion)) || differs
+	differs = shareField(share, &r.taints, old.taints, eq(r.taints, old.taints)) || differs
+	return shareField(share, &r.machine, old.machine, r.machine.equal(old.machine)) || differs
 }
 
-// share sets *field to old when same, and reports whether they differ.
-func share[T any](field *T, old T, same bool) (differs bool) {
-	if same {
+// shareField sets *field to old when same (and share is set), and reports whether they differ.
+func shareField[T any](share bool, field *T, old T, same bool) (differs bool) {
+	if same && share {
 		*field = old
 	}
 	return !same
@@ -484,7 +518,7 @@ func (m *machineFields) equal(o *machineFields) bool {
 		return m == o
 	}
 	eq := equality.Semantic.DeepEqual
-	return m.nodeName == o.nodeName && m.nodeLabels.equal(o.nodeLabels) && eq(m.owners, o.owners) && eq(m.phase, o.phase)
+	return m.nodeName == o.nodeName && m.nodeLabels.equal(o.nodeLabels) && eq(m.owners, o.owners) && m.phase == o.phase && m.hasPhase == o.hasPhase
 }
 
 func (r *record) meta(namespace string) metav1.ObjectMeta {
@@ -528,7 +562,9 @@ func (r *record) asMachine() machinev1beta1.Machine {
 		return m
 	}
 	m.Spec.ObjectMeta.Labels = mf.nodeLabels.toMap()
-	m.Status.Phase = clonePtr(mf.phase)
+	if mf.hasPhase {
+		m.Status.Phase = ptr.To(mf.phase)
+	}
 	if mf.nodeName != "" {
 		m.Status.NodeRef = &corev1.ObjectReference{Kind: gvkNode.Kind, Name: mf.nodeName}
 	}
@@ -667,12 +703,4 @@ func cloneTaints(in []corev1.Taint) []corev1.Taint {
 		in[i].DeepCopyInto(&out[i])
 	}
 	return out
-}
-
-func clonePtr[T any](p *T) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
 }
