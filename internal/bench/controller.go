@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,6 +102,12 @@ func ControllerMain(args []string) error {
 			}
 			prev = ms.StackInuse
 		}
+		if dir := os.Getenv("BENCH_HEAPDUMP_DIR"); dir != "" { // for hack/heapdump: where the heap in use goes
+			if err := writeHeapDump(dir); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
 		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, HeapUnreturned: ms.HeapIdle - ms.HeapReleased, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap and goroutine profiles of the measured process
@@ -113,6 +120,17 @@ func ControllerMain(args []string) error {
 // hubUserAgent is the controller process's user agent towards the hub;
 // client-go appends to it (leader election sends ".../leader-election").
 func hubUserAgent(pid int) string { return fmt.Sprintf("hub-node-metadata-bench (pid %d)", pid) }
+
+// writeHeapDump writes the process's heap (runtime/debug.WriteHeapDump) into dir, named by the
+// time, for hack/heapdump.
+func writeHeapDump(dir string) error {
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("heapdump-%s", time.Now().UTC().Format("150405.000"))))
+	if err != nil {
+		return err
+	}
+	debug.WriteHeapDump(f.Fd())
+	return f.Close()
+}
 
 // MemStats is what /memstats returns.
 type MemStats struct {

@@ -1,0 +1,414 @@
+// Command heapdump tells where a controller's heap in use goes: the live objects and the free
+// slots of the spans that hold them, by what allocated the objects. Go's heap profile counts only
+// live objects; a span (8 KiB or more, of one size class) with one live object is in use whole,
+// and the heap in use of a small controller is about twice its live heap.
+//
+// It reads heap dumps (runtime/debug.WriteHeapDump) of a process run with
+// GODEBUG=memprofilerate=1, so that every object has its allocation stack. make bench's
+// controller writes one at each memory measurement into $BENCH_HEAPDUMP_DIR when that is set:
+//
+//	_out/bench/bench -controller-env GODEBUG=memprofilerate=1,BENCH_HEAPDUMP_DIR=/tmp/dumps ...
+//	go run ./hack/heapdump -per 10 /tmp/dumps/<0 spokes> /tmp/dumps/<10 spokes>
+//
+// With two dumps it prints the second less the first, divided by -per. Not part of the
+// controller, nor of make bench: profiling every allocation changes what it measures.
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	per := flag.Float64("per", 1, "divide the difference of two dumps by this (e.g. the spokes added)")
+	top := flag.Int("top", 25, "allocation sites to list")
+	flag.Parse()
+	if flag.NArg() < 1 || flag.NArg() > 2 {
+		fmt.Fprintln(os.Stderr, "usage: heapdump [-per N] [-top K] [base.dump] dump")
+		os.Exit(2)
+	}
+	classes, err := sizeClasses()
+	if err != nil {
+		fail(err)
+	}
+	var dumps []*summary
+	for _, path := range flag.Args() {
+		d, err := read(path)
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", path, err))
+		}
+		dumps = append(dumps, d.summarize(classes))
+	}
+	s := dumps[len(dumps)-1]
+	if len(dumps) == 2 {
+		s = s.minus(dumps[0], *per)
+		fmt.Printf("difference of the two dumps, divided by %g\n", *per)
+	}
+	s.print(*top)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "heapdump:", err)
+	os.Exit(1)
+}
+
+// sizeClasses reads the runtime's size classes (object size → span size) from the Go source
+// tree this command runs with.
+func sizeClasses() (map[uint64]uint64, error) {
+	root, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(root)), "src/internal/runtime/gc/sizeclasses.go"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64]uint64{}
+	for _, m := range regexp.MustCompile(`(?m)^//\s+\d+\s+(\d+)\s+(\d+)\s+\d+`).FindAllStringSubmatch(string(src), -1) {
+		size, _ := strconv.ParseUint(m[1], 10, 64)
+		span, _ := strconv.ParseUint(m[2], 10, 64)
+		out[size] = span
+	}
+	if len(out) < 60 {
+		return nil, fmt.Errorf("found %d size classes in the Go source", len(out))
+	}
+	return out, nil
+}
+
+type object struct{ addr, size uint64 }
+
+type dump struct {
+	objects   []object          // in the dump's order: span by span
+	sites     map[uint64]string // memory profile bucket → allocation site
+	sampled   map[uint64]uint64 // object address → bucket
+	heapInuse uint64
+}
+
+// read parses the heap dump format of runtime/heapdump.go ("go1.7 heap dump"), keeping the
+// objects, the memory profile's buckets and samples, and MemStats.HeapInuse.
+func read(path string) (*dump, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := &reader{r: bufio.NewReaderSize(f, 1<<20)}
+	header := make([]byte, 16)
+	if _, err := io.ReadFull(r.r, header); err != nil {
+		return nil, err
+	}
+	if string(header) != "go1.7 heap dump\n" {
+		return nil, fmt.Errorf("not a heap dump (it starts %q)", header)
+	}
+	d := &dump{sites: map[uint64]string{}, sampled: map[uint64]uint64{}}
+	for r.err == nil {
+		switch tag := r.uint(); tag {
+		case 0: // end
+			return d, nil
+		case 1: // object: address, contents, pointer fields
+			addr := r.uint()
+			d.objects = append(d.objects, object{addr, r.skipBytes()})
+			r.fields()
+		case 2: // other root: description, address
+			r.skipBytes()
+			r.uint()
+		case 3: // type: address, size, name, indirect
+			r.uints(2)
+			r.skipBytes()
+			r.uint()
+		case 4: // goroutine
+			r.uints(8)
+			r.skipBytes()
+			r.uints(4)
+		case 5: // stack frame
+			r.uints(3)
+			r.skipBytes()
+			r.uints(3)
+			r.skipBytes()
+			r.fields()
+		case 6: // params
+			r.uints(4)
+			r.skipBytes()
+			r.skipBytes()
+			r.uint()
+		case 7, 11: // finalizer, queued finalizer
+			r.uints(5)
+		case 8: // itab
+			r.uints(2)
+		case 9: // OS thread
+			r.uints(3)
+		case 10: // MemStats, in its field order, then PauseNs and NumGC
+			stats := r.uints(24)
+			d.heapInuse = stats[9]
+			r.uints(257)
+		case 12, 13: // data, bss
+			r.uint()
+			r.skipBytes()
+			r.fields()
+		case 14: // defer
+			r.uints(7)
+		case 15: // panic
+			r.uints(6)
+		case 16: // memory profile bucket: address, size, frames, allocs, frees
+			bucket := r.uint()
+			r.uint()
+			var frames []string
+			for n := r.uint(); n > 0 && r.err == nil; n-- {
+				frames = append(frames, r.string())
+				r.skipBytes() // file
+				r.uint()      // line
+			}
+			r.uints(2)
+			d.sites[bucket] = site(frames)
+		case 17: // allocation sample: object, bucket
+			addr := r.uint()
+			d.sampled[addr] = r.uint()
+		default:
+			return nil, fmt.Errorf("unknown record %d", tag)
+		}
+	}
+	return nil, r.err
+}
+
+type reader struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (r *reader) uint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, err := binary.ReadUvarint(r.r)
+	r.err = err
+	return v
+}
+
+func (r *reader) uints(n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = r.uint()
+	}
+	return out
+}
+
+func (r *reader) skipBytes() uint64 {
+	n := r.uint()
+	if r.err == nil {
+		_, r.err = r.r.Discard(int(n))
+	}
+	return n
+}
+
+func (r *reader) string() string {
+	n := r.uint()
+	b := make([]byte, n)
+	if r.err == nil {
+		_, r.err = io.ReadFull(r.r, b)
+	}
+	return string(b)
+}
+
+// fields skips a field list (kind, offset pairs up to kind 0).
+func (r *reader) fields() {
+	for r.err == nil && r.uint() != 0 {
+		r.uint()
+	}
+}
+
+// site names an allocation by its first frames outside the runtime and the generic decoding,
+// copying and collection code every owner calls.
+func site(frames []string) string {
+	generic := regexp.MustCompile(`^(runtime\.|reflect\.|strings\.|bytes\.|encoding/json\.|sync\.|internal/|maps\.|slices\.|unique\.|strconv\.|fmt\.|bufio\.|io\.|k8s\.io/apimachinery/pkg/runtime\.|google\.golang\.org/protobuf|sigs\.k8s\.io/json)`)
+	var out []string
+	for _, f := range frames {
+		if len(out) == 0 && generic.MatchString(f) {
+			continue
+		}
+		out = append(out, f)
+		if len(out) == 2 {
+			break
+		}
+	}
+	if len(out) == 0 && len(frames) > 0 {
+		out = frames[:1]
+	}
+	return strings.Join(out, " < ")
+}
+
+// owners sorts allocation sites into what holds the memory, by the packages on their stacks.
+var owners = []struct{ name, pattern string }{
+	{"spoke records (pkg/remote: compact, pack)", `hub-node-metadata/pkg/remote\.(compact|pairsOf|internTaints|packRecords|\(\*record\)|decodeMachine|\(\*packer\))`},
+	{"spoke connections (TLS, HTTP/2, sockets)", `crypto/|golang\.org/x/net/http2|net/http\.|^net\.|vendor/golang\.org`},
+	{"spoke clients and loops (pkg/remote)", `hub-node-metadata/pkg/remote\.|k8s\.io/client-go/rest\.|k8s\.io/client-go/metadata`},
+	{"hub caches and clients", `k8s\.io/client-go/tools/cache|controller-runtime/pkg/cache|k8s\.io/apimachinery/pkg/runtime/serializer|k8s\.io/client-go/`},
+	{"metrics", `prometheus`},
+	{"controllers (pkg/fleet, controller-runtime)", `hub-node-metadata/pkg/fleet|controller-runtime`},
+	{"start-up (schemes, init)", `\.init|addKnownTypes|AddToScheme|regexp\.|zap`},
+}
+
+var ownerPatterns = func() []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, o := range owners {
+		out = append(out, regexp.MustCompile(o.pattern))
+	}
+	return out
+}()
+
+func ownerOf(site string) string {
+	if site == "" {
+		return "no allocation sample"
+	}
+	for i, p := range ownerPatterns {
+		if p.MatchString(site) {
+			return owners[i].name
+		}
+	}
+	return "other"
+}
+
+// usage is live bytes, and free bytes of the spans that hold them (a span's free bytes split
+// among its objects).
+type usage struct{ live, free float64 }
+
+type summary struct {
+	heapInuse, spans float64
+	bySite           map[string]usage
+	byOwner          map[string]usage
+	soleOwner        map[string]float64 // bytes of spans whose objects all have this owner
+	shared           float64            // bytes of spans whose objects have several owners
+}
+
+func (d *dump) summarize(classes map[uint64]uint64) *summary {
+	s := &summary{heapInuse: float64(d.heapInuse), bySite: map[string]usage{}, byOwner: map[string]usage{}, soleOwner: map[string]float64{}}
+	siteOf := func(addr uint64) string {
+		// A sample names the address the allocation returned: past the object's 8-byte
+		// malloc header when it has one.
+		for _, a := range []uint64{addr, addr + 8} {
+			if b, ok := d.sampled[a]; ok {
+				return d.sites[b]
+			}
+		}
+		return ""
+	}
+	for i := 0; i < len(d.objects); {
+		o := d.objects[i]
+		spanBytes, small := classes[o.size]
+		base, j := o.addr, i+1
+		if !small { // a large object has its span, of whole pages
+			spanBytes = (o.size + 8191) &^ 8191
+		} else {
+			// A span starts on a page, holds objects of one size from its start: find the
+			// start of o's, then take the dump's next objects that are in it.
+			for b := o.addr &^ 8191; b+spanBytes > o.addr; b -= 8192 {
+				if (o.addr-b)%o.size == 0 {
+					base = b
+					break
+				}
+			}
+			for j < len(d.objects) && d.objects[j].size == o.size && d.objects[j].addr >= base && d.objects[j].addr < base+spanBytes {
+				j++
+			}
+		}
+		n := float64(j - i)
+		free := (float64(spanBytes) - n*float64(o.size)) / n
+		spanOwners := map[string]bool{}
+		for _, x := range d.objects[i:j] {
+			st := siteOf(x.addr)
+			u := s.bySite[st]
+			u.live += float64(x.size)
+			u.free += free
+			s.bySite[st] = u
+			ow := ownerOf(st)
+			u = s.byOwner[ow]
+			u.live += float64(x.size)
+			u.free += free
+			s.byOwner[ow] = u
+			spanOwners[ow] = true
+		}
+		if len(spanOwners) == 1 {
+			for ow := range spanOwners {
+				s.soleOwner[ow] += float64(spanBytes)
+			}
+		} else {
+			s.shared += float64(spanBytes)
+		}
+		s.spans += float64(spanBytes)
+		i = j
+	}
+	return s
+}
+
+// minus returns (s - base) / per.
+func (s *summary) minus(base *summary, per float64) *summary {
+	diff := func(a, b map[string]usage) map[string]usage {
+		out := map[string]usage{}
+		for k := range a {
+			out[k] = usage{(a[k].live - b[k].live) / per, (a[k].free - b[k].free) / per}
+		}
+		for k := range b {
+			if _, ok := a[k]; !ok {
+				out[k] = usage{-b[k].live / per, -b[k].free / per}
+			}
+		}
+		return out
+	}
+	sole := map[string]float64{}
+	for k := range s.soleOwner {
+		sole[k] = (s.soleOwner[k] - base.soleOwner[k]) / per
+	}
+	for k := range base.soleOwner {
+		if _, ok := s.soleOwner[k]; !ok {
+			sole[k] = -base.soleOwner[k] / per
+		}
+	}
+	return &summary{
+		heapInuse: (s.heapInuse - base.heapInuse) / per, spans: (s.spans - base.spans) / per,
+		bySite: diff(s.bySite, base.bySite), byOwner: diff(s.byOwner, base.byOwner),
+		soleOwner: sole, shared: (s.shared - base.shared) / per,
+	}
+}
+
+func (s *summary) print(top int) {
+	kib := func(v float64) string { return fmt.Sprintf("%.1f KiB", v/1024) }
+	var live, free float64
+	for _, u := range s.byOwner {
+		live, free = live+u.live, free+u.free
+	}
+	fmt.Printf("heap in use %s (MemStats), spans found %s: live %s, free slots of spans in use %s\n", kib(s.heapInuse), kib(s.spans), kib(live), kib(free))
+	fmt.Printf("spans whose objects have several owners: %s\n\n", kib(s.shared))
+	fmt.Println("| owner | live | free slots beside it | spans it alone holds |")
+	fmt.Println("| --- | --- | --- | --- |")
+	byTotal := func(m map[string]usage) []string {
+		return slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+			return cmp.Compare(m[b].live+m[b].free, m[a].live+m[a].free)
+		})
+	}
+	for _, ow := range byTotal(s.byOwner) {
+		u := s.byOwner[ow]
+		fmt.Printf("| %s | %s | %s | %s |\n", ow, kib(u.live), kib(u.free), kib(s.soleOwner[ow]))
+	}
+	fmt.Printf("\nallocation sites (live, free slots beside):\n")
+	for i, st := range byTotal(s.bySite) {
+		if i == top {
+			break
+		}
+		name := st
+		if name == "" {
+			name = "(no allocation sample in the dump)"
+		}
+		fmt.Printf("  %10s %10s  %s\n", kib(s.bySite[st].live), kib(s.bySite[st].free), name)
+	}
+}
