@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -170,8 +171,11 @@ func randomTaints(rng *rand.Rand) []corev1.Taint {
 	var out []corev1.Taint
 	for range rng.IntN(4) {
 		t := corev1.Taint{Key: pick(rng, someKeys), Value: pick(rng, someValues), Effect: pick(rng, someEffect)}
-		if rng.IntN(3) == 0 {
+		switch rng.IntN(4) {
+		case 0:
 			t.TimeAdded = &metav1.Time{}
+		case 1:
+			t.TimeAdded = &metav1.Time{Time: time.Unix(1_700_000_000+rng.Int64N(1e6), 0).Local()}
 		}
 		out = append(out, t)
 	}

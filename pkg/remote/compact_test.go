@@ -2,8 +2,10 @@ package remote
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -221,7 +223,7 @@ func TestShareWithKeepsUnchangedFields(t *testing.T) {
 		&heartbeat.labels.shared[0] != &old.labels.shared[0] || &heartbeat.annotations.shared[0] != &old.annotations.shared[0] ||
 		unsafe.StringData(heartbeat.labels.own) != unsafe.StringData(old.labels.own) ||
 		unsafe.StringData(heartbeat.annotations.own) != unsafe.StringData(old.annotations.own) ||
-		&heartbeat.taints[0] != &old.taints[0] {
+		heartbeat.taints != old.taints {
 		t.Errorf("a heartbeat's record keeps its own copies: %+v, old %+v", heartbeat, old)
 	}
 	if got := heartbeat.resourceVersion(); got != "2" {
@@ -235,8 +237,8 @@ func TestShareWithKeepsUnchangedFields(t *testing.T) {
 	if got := relabelled.labels.toMap(); got["a"] != "c" {
 		t.Errorf("labels %v, want the update's", got)
 	}
-	if &relabelled.taints[0] != &old.taints[0] {
-		t.Error("the unchanged taints were copied")
+	if relabelled.taints != old.taints {
+		t.Error("the unchanged taints are not the same interned list")
 	}
 	if after := old.asNode(); !reflect.DeepEqual(after, before) {
 		t.Errorf("shareWith changed the old record: %+v, was %+v", after, before)
@@ -342,5 +344,34 @@ func TestRecordIdentity(t *testing.T) {
 	d, _ := compact(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "4"}, Spec: corev1.NodeSpec{ProviderID: "p"}})
 	if !d.shareWith(c) {
 		t.Error("a new uid (the Node deleted and made again) is no difference")
+	}
+}
+
+// A record's taints are one interned list: the same taints give the same handle, and they read
+// back as they came, in order, timeAdded to the nanosecond (in the local zone, as decoded) or nil.
+func TestTaintListsReadBackAsTheyCame(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 26, 2, 40, 5, 123456789, time.UTC).Local())
+	zero := metav1.Time{}
+	in := []corev1.Taint{
+		{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute, TimeAdded: &at},
+		{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "zero-time", Effect: corev1.TaintEffectPreferNoSchedule, TimeAdded: &zero},
+		{Key: "", Value: strings.Repeat("v", 200), Effect: ""},
+	}
+	got := taintsOf(internTaints(in))
+	if diff := cmp.Diff(in, got); diff != "" {
+		t.Errorf("taints read back (-in +got):\n%s", diff)
+	}
+	if !got[0].TimeAdded.Equal(&at) || got[0].TimeAdded.Location() != time.Local {
+		t.Errorf("timeAdded %v, want %v in the local zone", got[0].TimeAdded, at)
+	}
+	if internTaints(slices.Clone(in)) != internTaints(in) {
+		t.Error("the same taints are two lists")
+	}
+	if internTaints(in[1:]) == internTaints(in) || internTaints([]corev1.Taint{in[1], in[0]}) == internTaints(in[:2]) {
+		t.Error("other taints, or the same in another order, are the same list")
+	}
+	if internTaints(nil) != (taintList{}) || taintsOf(taintList{}) != nil {
+		t.Error("no taints are not the zero list, or do not read back as nil")
 	}
 }

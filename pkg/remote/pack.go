@@ -6,7 +6,6 @@ import (
 	"unique"
 	"unsafe"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -20,8 +19,8 @@ import (
 //
 // So once a spoke's cache has gone quiet after a burst (its lists, a wave of writes), its
 // records are copied into an arena: one array per type, each allocated once and at its exact
-// size (rounded to whole pages when it is over half a page, so that no other object shares its
-// span), and the loose records become garbage that frees whole spans. Records stay immutable
+// size (rounded to whole pages when that costs little, so that no other object shares its
+// spans), and the loose records become garbage that frees whole spans. Records stay immutable
 // once published (readers hold them without a lock), except their resourceVersion, which an
 // update that changes nothing else stores in place: a Node's periodic status update then
 // allocates no record at all, and the arena stays whole.
@@ -147,7 +146,6 @@ func packRecords(groups ...[]*record) [][]*record {
 		records:  make([]record, 0, pageRounded[record](n.records)),
 		bytes:    make([]byte, 0, pageRounded[byte](n.bytes)),
 		handles:  make([]unique.Handle[pair], 0, pageRounded[unique.Handle[pair]](n.handles)),
-		taints:   make([]corev1.Taint, 0, pageRounded[corev1.Taint](n.taints)),
 		machines: make([]machineFields, 0, pageRounded[machineFields](n.machines)),
 		owners:   make([]metav1.OwnerReference, 0, pageRounded[metav1.OwnerReference](n.owners)),
 	}
@@ -162,13 +160,12 @@ func packRecords(groups ...[]*record) [][]*record {
 }
 
 // arenaSize counts what an arena needs for a set of records.
-type arenaSize struct{ records, bytes, handles, taints, machines, owners int }
+type arenaSize struct{ records, bytes, handles, machines, owners int }
 
 func (n *arenaSize) add(r *record) {
 	n.records++
 	n.bytes += len(r.id) + len(r.labels.own) + len(r.annotations.own)
 	n.handles += len(r.labels.shared) + len(r.annotations.shared)
-	n.taints += len(r.taints)
 	if m := r.machine; m != nil {
 		n.machines++
 		n.owners += len(m.owners)
@@ -183,7 +180,6 @@ type arena struct {
 	records  []record
 	bytes    []byte
 	handles  []unique.Handle[pair]
-	taints   []corev1.Taint
 	machines []machineFields
 	owners   []metav1.OwnerReference
 }
@@ -197,11 +193,7 @@ func (a *arena) copy(r *record) *record {
 	c.labels = a.pairs(r.labels)
 	c.annotations = a.pairs(r.annotations)
 	c.deletion = r.deletion
-	if len(r.taints) > 0 {
-		start := len(a.taints)
-		a.taints = append(a.taints, r.taints...)
-		c.taints = a.taints[start:len(a.taints):len(a.taints)]
-	}
+	c.taints = r.taints
 	if m := r.machine; m != nil {
 		a.machines = a.machines[:len(a.machines)+1]
 		cm := &a.machines[len(a.machines)-1]
@@ -237,16 +229,18 @@ func (a *arena) string(s string) string {
 	return unsafe.String(&a.bytes[start], len(s)) // the arena's bytes are never written again
 }
 
-// pageRounded returns a capacity of at least n elements of T: n itself when they take at most
-// half a page (they share a span with objects of their size class, as any small object does),
-// else as many as whole pages hold, so that the array has its span (or spans) to itself.
-// Size classes from 8 KiB up to 32 KiB whose size is a whole number of pages hold one object a
-// span, and larger objects get spans of their own.
+// pageRounded returns a capacity of at least n elements of T: as many as whole pages hold, so
+// that the array has its span (or spans) to itself, when that wastes at most an eighth of them
+// (size classes from 8 KiB up to 32 KiB whose size is a whole number of pages hold one object a
+// span, and larger objects get spans of their own); else n, and the array shares a span with
+// objects of its size class, as any small object does (at a fleet's scale, mostly other spokes'
+// arrays of the same size).
 func pageRounded[T any](n int) int {
 	const page = 8 << 10
 	size := int(unsafe.Sizeof(*new(T)))
-	if n*size <= page/2 {
+	rounded := (n*size + page - 1) / page * page / size
+	if (rounded-n)*size*8 > n*size {
 		return n
 	}
-	return (n*size + page - 1) / page * page / size
+	return rounded
 }

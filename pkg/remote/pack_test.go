@@ -207,3 +207,19 @@ func TestPackerWaitsForQuiet(t *testing.T) {
 		t.Error("a stopped cache was packed")
 	}
 }
+
+// An arena's array fills whole pages when that wastes at most an eighth of it.
+func TestPageRounded(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{
+		{0, 0},
+		{10, 10},     // 80 bytes: an eighth of a page is more than it
+		{1000, 1024}, // 8000 bytes: a page, 192 bytes more
+		{1300, 1300}, // 10400 bytes: two pages would waste 5984
+		{3600, 3600}, // 28800 bytes: four pages would waste 3968, over an eighth
+		{5000, 5120}, // 40000 bytes: five pages
+	} {
+		if got := pageRounded[uint64](tc.n); got != tc.want {
+			t.Errorf("pageRounded[uint64](%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+}

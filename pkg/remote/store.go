@@ -410,7 +410,7 @@ type record struct {
 	labels      pairs
 	annotations pairs // only those keptAnnotation keeps
 	deletion    *metav1.Time
-	taints      []corev1.Taint // Node spec.taints, Machine spec.taints
+	taints      taintList      // Node spec.taints, Machine spec.taints
 	machine     *machineFields // Machine only: Nodes and MachineSets do not pay for these
 }
 
@@ -501,7 +501,7 @@ func (r *record) compare(old *record, share bool) (differs bool) {
 	differs = shareField(share, &r.labels, old.labels, r.labels.equal(old.labels)) || differs
 	differs = shareField(share, &r.annotations, old.annotations, r.annotations.equal(old.annotations)) || differs
 	differs = shareField(share, &r.deletion, old.deletion, eq(r.deletion, old.deletion)) || differs
-	differs = shareField(share, &r.taints, old.taints, eq(r.taints, old.taints)) || differs
+	differs = r.taints != old.taints || differs // a handle: nothing to share
 	return shareField(share, &r.machine, old.machine, r.machine.equal(old.machine)) || differs
 }
 
@@ -540,7 +540,7 @@ func (r *record) asNode() corev1.Node {
 	n := corev1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gvkNode.GroupVersion().String(), Kind: gvkNode.Kind},
 		ObjectMeta: r.meta(""),
-		Spec:       corev1.NodeSpec{Taints: cloneTaints(r.taints)},
+		Spec:       corev1.NodeSpec{Taints: taintsOf(r.taints)},
 	}
 	_, _, n.Spec.ProviderID, _ = r.identity()
 	return n
@@ -551,7 +551,7 @@ func (r *record) asMachine() machinev1beta1.Machine {
 		TypeMeta:   metav1.TypeMeta{APIVersion: gvkMachine.GroupVersion().String(), Kind: gvkMachine.Kind},
 		ObjectMeta: r.meta(MachineAPINamespace),
 		Spec: machinev1beta1.MachineSpec{
-			Taints: cloneTaints(r.taints),
+			Taints: taintsOf(r.taints),
 		},
 	}
 	if _, _, providerID, _ := r.identity(); providerID != "" {
@@ -692,15 +692,4 @@ func fieldSize(s string) int {
 func nextField(packed string) (field, rest string) {
 	n, w := binary.Uvarint(unsafe.Slice(unsafe.StringData(packed), len(packed))) // read, never written
 	return packed[w : w+int(n)], packed[w+int(n):]
-}
-
-func cloneTaints(in []corev1.Taint) []corev1.Taint {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]corev1.Taint, len(in))
-	for i := range in {
-		in[i].DeepCopyInto(&out[i])
-	}
-	return out
 }
