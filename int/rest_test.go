@@ -408,3 +408,71 @@ func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
 	}
 	changeAndConverge(t, ctx, s, "example.com/after-revoke", "yes", time.Minute)
 }
+
+// Once a spoke has been quiet for 5 s its cache packs its records (pkg/remote/pack.go). Node
+// heartbeats after that (status updates: only a record's resourceVersion moves, and it is stored
+// in place) cost the spoke no request from the controller, and the packed cache still serves it:
+// a pool change then takes one patch an object, each carrying a resourceVersion the API server
+// accepts (a stale one would fail with 409 and be read again).
+func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 3)
+	opts := testOptions()
+	opts.ResyncPeriod = 2 * time.Second
+	startController(t, ctx, controllerConfig(t, ctx, f), opts)
+	waitInSync(t, ctx, f, s, time.Minute)
+	time.Sleep(8 * time.Second) // quiet: the records are packed
+
+	controllerRequests := func(offset int) map[string]int {
+		out := map[string]int{}
+		for _, e := range readAudit(t, s.AuditLogPath)[offset:] {
+			if e.User.Username == localfleet.CredentialUser {
+				out[e.Verb]++
+			}
+		}
+		return out
+	}
+	offset := auditLines(t, s)
+	nodes, err := s.Nodes(ctx, "infra")
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("infra Nodes: %d, %v", len(nodes), err)
+	}
+	for round := range 4 {
+		for i := range nodes {
+			nodes[i].Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+				LastHeartbeatTime: metav1.Now(), Reason: "Heartbeat", Message: time.Now().Format(time.RFC3339Nano)}}
+			if err := s.Admin.Status().Update(ctx, &nodes[i]); err != nil {
+				t.Fatalf("heartbeat %d of %s: %v", round, nodes[i].Name, err)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	time.Sleep(3 * time.Second) // more resyncs
+	got := controllerRequests(offset)
+	t.Logf("the controller's requests to the spoke during 12 heartbeats and about 5 resyncs: %v", got)
+	for verb := range got {
+		if verb != "watch" {
+			t.Errorf("the controller sent %v while only heartbeats happened, want only watches", got)
+			break
+		}
+	}
+
+	// A pool change after the heartbeats: each Node's patch carries the resourceVersion its
+	// record got from its last heartbeat, with no event on that Node since.
+	offset = auditLines(t, s)
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/after-heartbeats"] = "yes" }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "pool change after the heartbeats reaches every Node", 30*time.Second, func() bool {
+		return nodesHold(ctx, s, "infra", hasLabel("example.com/after-heartbeats", "yes"))
+	})
+	time.Sleep(time.Second)
+	got = controllerRequests(offset)
+	if got["patch"] != 6 || got["get"] != 0 {
+		t.Errorf("the controller's requests for a pool change on 3 Machines and 3 Nodes: %v, want 6 patches and no read (a 409 is read again)", got)
+	}
+}
