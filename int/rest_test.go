@@ -409,7 +409,7 @@ func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
 	changeAndConverge(t, ctx, s, "example.com/after-revoke", "yes", time.Minute)
 }
 
-// Once a spoke has been quiet for 30 s its cache packs its records (pkg/remote/pack.go). Node
+// Once a spoke has been quiet for 5 s its cache packs its records (pkg/remote/pack.go). Node
 // heartbeats after that (status updates: only a record's resourceVersion moves, and it is stored
 // in place) cost the spoke no request from the controller, and the packed cache still serves it:
 // a pool change then takes one patch an object, each carrying a resourceVersion the API server
@@ -425,7 +425,7 @@ func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
 	opts.ResyncPeriod = 2 * time.Second
 	startController(t, ctx, controllerConfig(t, ctx, f), opts)
 	waitInSync(t, ctx, f, s, time.Minute)
-	time.Sleep(33 * time.Second) // quiet: the records are packed
+	time.Sleep(8 * time.Second) // quiet: the records are packed
 
 	controllerRequests := func(offset int) map[string]int {
 		out := map[string]int{}

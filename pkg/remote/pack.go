@@ -9,16 +9,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Why records are packed. A record is made from a list item or a watch event, as seven to nine
-// small heap objects (the record, its identity string, its label handles, taints...) allocated
-// among the decoding's garbage, many times their size. Go's heap does not move objects: once the
-// garbage is freed, each span that holds one of a record's objects stays in use with its free
-// slots, and a spoke's records end up spread over hundreds of mostly empty spans. Measured in
-// make bench (a heap dump of 10 spokes of 100 Nodes, each object's span and allocation site):
-// 122 KiB of records a spoke held 172 KiB of free span slots in use with them.
+// Why records are packed. A record is made from a list item or a watch event, as six to nine
+// small heap objects (the record, its identity string, its label handles...) allocated among the
+// decoding's garbage, many times their size. Go's heap does not move objects: once the garbage is
+// freed, each span that holds one of a record's objects stays in use with its free slots, and a
+// spoke's records end up spread over hundreds of mostly empty spans. Measured with hack/heapdump
+// (10 spokes of 100 Nodes just adopted, each object's span and allocation site): 126 KiB of
+// records a spoke held 179 KiB of free span slots in use with them.
 //
-// So once a spoke's cache has gone quiet after a burst (packQuiet) (its lists, a wave of writes), its
-// records are copied into an arena: one array per type, each allocated once and at its exact
+// So once a spoke's cache has gone quiet after a burst (its lists, a wave of writes; packQuiet),
+// its records are copied into an arena: one array per type, each allocated once and at its exact
 // size (rounded to whole pages when that costs little, so that no other object shares its
 // spans), and the loose records become garbage that frees whole spans. Records stay immutable
 // once published (readers hold them without a lock), except their resourceVersion, which an
@@ -27,12 +27,10 @@ import (
 
 // packQuiet is how long a spoke's cache must go without a change to a record before its records
 // are packed: a burst (a connect's lists, a wave of writes and their events) is over by then.
-// Each packing frees the arena before it, whose arrays (mid-size objects, several to a span)
-// leave free slots among other spokes' arenas: make bench's 2,000 clusters, whose caches see
-// their shared spokes' writes in gaps of a few seconds over a wave of a minute or more, held
-// 35 MiB more heap in use with 5 s than before packing. A quiet as long as a wave packs once,
-// after it.
-const packQuiet = 30 * time.Second
+// Longer is worse: with 30 s, a restart of make bench's 2,000 clusters packed them all later, in
+// one wave whose garbage was still in the RSS 45 s after the last was InSync (0.579 MiB a
+// cluster, against 0.382 with 5 s).
+const packQuiet = 5 * time.Second
 
 // packLooseShare: records are packed when at least 1/packLooseShare of them were made (or
 // deleted) since the last packing, so that a lone change does not copy a whole spoke's records.
