@@ -228,10 +228,13 @@ func (r *reader) fields() {
 	}
 }
 
+// generic matches the frames of the runtime and of the decoding, copying and collection code
+// every owner calls.
+var generic = regexp.MustCompile(`^(runtime\.|reflect\.|strings\.|bytes\.|encoding/json\.|sync\.|internal/|maps\.|slices\.|unique\.|strconv\.|fmt\.|bufio\.|io\.|k8s\.io/apimachinery/pkg/runtime\.|google\.golang\.org/protobuf|sigs\.k8s\.io/json)`)
+
 // site names an allocation by its first frames outside the runtime and the generic decoding,
 // copying and collection code every owner calls.
 func site(frames []string) string {
-	generic := regexp.MustCompile(`^(runtime\.|reflect\.|strings\.|bytes\.|encoding/json\.|sync\.|internal/|maps\.|slices\.|unique\.|strconv\.|fmt\.|bufio\.|io\.|k8s\.io/apimachinery/pkg/runtime\.|google\.golang\.org/protobuf|sigs\.k8s\.io/json)`)
 	var out []string
 	for _, f := range frames {
 		if len(out) == 0 && generic.MatchString(f) {

@@ -19,8 +19,7 @@ import (
 // has: no record is made, so the packed arena stays whole. Any other change makes a record.
 func TestUpdatesThatChangeOnlyTheVersionKeepTheRecord(t *testing.T) {
 	pk := newPacker(time.Hour)
-	st := &kindStore{spec: spokeKinds[0], notify: func() {}, packer: pk, items: map[string]*record{}, synced: make(chan struct{})}
-	pk.stores = []*kindStore{st}
+	st := packedStore(spokeKinds[0], pk)
 	sc := &spokeCache{stores: []*kindStore{st}}
 	defer pk.stop()
 	rvOf := func(name string) string {
@@ -79,9 +78,7 @@ func TestPackerPacksTheLooseRecords(t *testing.T) {
 	defer pk.stop()
 	sc := &spokeCache{packer: pk}
 	for _, k := range spokeKinds {
-		st := &kindStore{spec: k, notify: func() {}, packer: pk, items: map[string]*record{}, synced: make(chan struct{})}
-		sc.stores = append(sc.stores, st)
-		pk.stores = append(pk.stores, st)
+		sc.stores = append(sc.stores, packedStore(k, pk))
 	}
 	var nodes, machines, sets []any
 	for i := range 40 {
@@ -174,9 +171,8 @@ func TestPackerPacksTheLooseRecords(t *testing.T) {
 // is not packed.
 func TestPackerWaitsForQuiet(t *testing.T) {
 	packs := func(pk *packer) int { pk.mu.Lock(); defer pk.mu.Unlock(); return pk.packs }
-	pk := newPacker(200 * time.Millisecond)
-	st := &kindStore{spec: spokeKinds[0], notify: func() {}, packer: pk, items: map[string]*record{}, synced: make(chan struct{})}
-	pk.stores = []*kindStore{st}
+	pk := newPacker(time.Second) // ten times the gap between changes: a loaded machine's sleeps still fit
+	st := packedStore(spokeKinds[0], pk)
 	start := time.Now()
 	for i := range 5 {
 		if err := st.Add(testNode(fmt.Sprintf("n%d", i), "1", nil)); err != nil {
@@ -184,7 +180,7 @@ func TestPackerWaitsForQuiet(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		if packs(pk) != 0 {
-			t.Fatalf("packed %v after the first change, while changes came every 100ms", time.Since(start))
+			t.Fatalf("packed %v after the first change, while changes came every 100ms and the quiet is 1s", time.Since(start))
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -196,8 +192,7 @@ func TestPackerWaitsForQuiet(t *testing.T) {
 	}
 
 	stopped := newPacker(10 * time.Millisecond)
-	st2 := &kindStore{spec: spokeKinds[0], notify: func() {}, packer: stopped, items: map[string]*record{}, synced: make(chan struct{})}
-	stopped.stores = []*kindStore{st2}
+	st2 := packedStore(spokeKinds[0], stopped)
 	if err := st2.Add(testNode("a", "1", nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -222,4 +217,11 @@ func TestPageRounded(t *testing.T) {
 			t.Errorf("pageRounded[uint64](%d) = %d, want %d", tc.n, got, tc.want)
 		}
 	}
+}
+
+// packedStore returns an empty store of kind k whose records pk packs.
+func packedStore(k kindSpec, pk *packer) *kindStore {
+	st := &kindStore{spec: k, notify: func() {}, packer: pk, items: map[string]*record{}, synced: make(chan struct{})}
+	pk.stores = append(pk.stores, st)
+	return st
 }
