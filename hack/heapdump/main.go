@@ -356,32 +356,25 @@ func (d *dump) summarize(classes map[uint64]uint64) *summary {
 
 // minus returns (s - base) / per.
 func (s *summary) minus(base *summary, per float64) *summary {
-	diff := func(a, b map[string]usage) map[string]usage {
-		out := map[string]usage{}
-		for k := range a {
-			out[k] = usage{(a[k].live - b[k].live) / per, (a[k].free - b[k].free) / per}
-		}
-		for k := range b {
-			if _, ok := a[k]; !ok {
-				out[k] = usage{-b[k].live / per, -b[k].free / per}
-			}
-		}
-		return out
-	}
-	sole := map[string]float64{}
-	for k := range s.soleOwner {
-		sole[k] = (s.soleOwner[k] - base.soleOwner[k]) / per
-	}
-	for k := range base.soleOwner {
-		if _, ok := s.soleOwner[k]; !ok {
-			sole[k] = -base.soleOwner[k] / per
-		}
-	}
+	sub := func(a, b usage) usage { return usage{(a.live - b.live) / per, (a.free - b.free) / per} }
+	subBytes := func(a, b float64) float64 { return (a - b) / per }
 	return &summary{
-		heapInuse: (s.heapInuse - base.heapInuse) / per, spans: (s.spans - base.spans) / per,
-		bySite: diff(s.bySite, base.bySite), byOwner: diff(s.byOwner, base.byOwner),
-		soleOwner: sole, shared: (s.shared - base.shared) / per,
+		heapInuse: subBytes(s.heapInuse, base.heapInuse), spans: subBytes(s.spans, base.spans),
+		bySite: diffMaps(s.bySite, base.bySite, sub), byOwner: diffMaps(s.byOwner, base.byOwner, sub),
+		soleOwner: diffMaps(s.soleOwner, base.soleOwner, subBytes), shared: subBytes(s.shared, base.shared),
 	}
+}
+
+// diffMaps returns sub(a[k], b[k]) for every key of either map (a missing one is zero).
+func diffMaps[V any](a, b map[string]V, sub func(x, y V) V) map[string]V {
+	out := map[string]V{}
+	for k := range a {
+		out[k] = sub(a[k], b[k])
+	}
+	for k := range b {
+		out[k] = sub(a[k], b[k])
+	}
+	return out
 }
 
 func (s *summary) print(top int) {

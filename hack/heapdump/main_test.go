@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -61,5 +62,25 @@ func TestReadsADumpOfThisProcess(t *testing.T) {
 	}
 	if here.free <= 0 || here.free >= 2*8192 { // the 40 small ones may start in a span in use
 		t.Errorf("free bytes beside them: %.0f, want some, less than two pages", here.free)
+	}
+}
+
+// The difference of two dumps is taken key by key, a key missing on one side counting zero.
+func TestMinus(t *testing.T) {
+	base := &summary{heapInuse: 100, spans: 100, shared: 10,
+		bySite: map[string]usage{"a": {10, 20}, "gone": {4, 4}}, byOwner: map[string]usage{"o": {10, 20}},
+		soleOwner: map[string]float64{"o": 8, "gone": 2}}
+	s := &summary{heapInuse: 300, spans: 300, shared: 30,
+		bySite: map[string]usage{"a": {30, 40}, "new": {6, 2}}, byOwner: map[string]usage{"o": {30, 60}},
+		soleOwner: map[string]float64{"o": 28}}
+	d := s.minus(base, 2)
+	if d.heapInuse != 100 || d.spans != 100 || d.shared != 10 {
+		t.Errorf("totals %v %v %v, want 100 100 10", d.heapInuse, d.spans, d.shared)
+	}
+	if want := map[string]usage{"a": {10, 10}, "gone": {-2, -2}, "new": {3, 1}}; !maps.Equal(d.bySite, want) {
+		t.Errorf("bySite %v, want %v", d.bySite, want)
+	}
+	if want := map[string]float64{"o": 10, "gone": -1}; !maps.Equal(d.soleOwner, want) {
+		t.Errorf("soleOwner %v, want %v", d.soleOwner, want)
 	}
 }
