@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -413,7 +414,8 @@ func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
 // heartbeats after that (status updates: only a record's resourceVersion moves, and it is stored
 // in place) cost the spoke no request from the controller, and the packed cache still serves it:
 // a pool change then takes one patch an object, each carrying a resourceVersion the API server
-// accepts (a stale one would fail with 409 and be read again).
+// accepts (a stale one would fail with 409 and be read again), and another component's taint on
+// a Node, kept in the record's interned taint list, is written back with its timeAdded as it was.
 func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -425,6 +427,23 @@ func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
 	opts.ResyncPeriod = 2 * time.Second
 	startController(t, ctx, controllerConfig(t, ctx, f), opts)
 	waitInSync(t, ctx, f, s, time.Minute)
+	// Another component's taint, with a timeAdded, on one Node: the record
+	// keeps it in the interned taint list, and the patches below must write it back as it is.
+	nodes, err := s.Nodes(ctx, "infra")
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("infra Nodes: %d, %v", len(nodes), err)
+	}
+	added := metav1.NewTime(time.Date(2026, 11, 26, 4, 15, 7, 123456789, time.UTC))
+	foreign := corev1.Taint{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute, TimeAdded: &added}
+	nodes[0].Spec.Taints = append(nodes[0].Spec.Taints, foreign)
+	if err := s.Admin.Update(ctx, &nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	// What the API server keeps of it (JSON carries timeAdded to the second).
+	stored := nodes[0].Spec.Taints[len(nodes[0].Spec.Taints)-1].TimeAdded
+	if stored == nil {
+		t.Fatal("the API server dropped the taint's timeAdded")
+	}
 	time.Sleep(8 * time.Second) // quiet: the records are packed
 
 	controllerRequests := func(offset int) map[string]int {
@@ -437,8 +456,7 @@ func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
 		return out
 	}
 	offset := auditLines(t, s)
-	nodes, err := s.Nodes(ctx, "infra")
-	if err != nil || len(nodes) != 3 {
+	if nodes, err = s.Nodes(ctx, "infra"); err != nil || len(nodes) != 3 {
 		t.Fatalf("infra Nodes: %d, %v", len(nodes), err)
 	}
 	for round := range 4 {
@@ -464,12 +482,25 @@ func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
 	// A pool change after the heartbeats: each Node's patch carries the resourceVersion its
 	// record got from its last heartbeat, with no event on that Node since.
 	offset = auditLines(t, s)
-	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/after-heartbeats"] = "yes" }); err != nil {
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
+		spec.Labels["example.com/after-heartbeats"] = "yes"
+		spec.Taints[0].Value = "after-heartbeats" // the Nodes' taint lists are written whole
+	}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "pool change after the heartbeats reaches every Node", 30*time.Second, func() bool {
-		return nodesHold(ctx, s, "infra", hasLabel("example.com/after-heartbeats", "yes"))
+		return nodesHold(ctx, s, "infra", func(n corev1.Node) bool {
+			return hasLabel("example.com/after-heartbeats", "yes")(n) && hasTaint("node-role.kubernetes.io/infra", "after-heartbeats", corev1.TaintEffectNoSchedule)(n)
+		})
 	})
+	n := &corev1.Node{}
+	if err := s.Admin.Get(ctx, types.NamespacedName{Name: nodes[0].Name}, n); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == foreign.Key && t.Effect == foreign.Effect })
+	if i < 0 || n.Spec.Taints[i].TimeAdded == nil || !n.Spec.Taints[i].TimeAdded.Equal(stored) {
+		t.Errorf("the other component's taint after the controller wrote the list: %+v, want %s with timeAdded %s", n.Spec.Taints, foreign.Key, stored.UTC().Format(time.RFC3339Nano))
+	}
 	time.Sleep(time.Second)
 	got = controllerRequests(offset)
 	if got["patch"] != 6 || got["get"] != 0 {
