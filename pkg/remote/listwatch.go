@@ -208,12 +208,16 @@ func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 		return "", err
 	}
 	defer d.Close()
-	objs := map[string]any{} // by name: a kind's objects are in one namespace
+	// The initial objects are kept as records from the start, by name (a kind's objects are
+	// in one namespace), not as the decoded objects: at a connect, every kind of every spoke
+	// connecting holds its whole list here at once, and a decoded Node (status, images,
+	// conditions) is ten times its record.
+	recs := map[string]*record{}
 	for {
 		typ, obj, err := d.Decode()
 		switch {
 		case err != nil && timedOut.Load():
-			return "", &noStreamingList{why: fmt.Sprintf("%d objects, then nothing for %s", len(objs), timeout)}
+			return "", &noStreamingList{why: fmt.Sprintf("%d objects, then nothing for %s", len(recs), timeout)}
 		case errors.Is(err, io.EOF):
 			return "", fmt.Errorf("the watch ended before its initial events did: %w", io.ErrUnexpectedEOF)
 		case err != nil:
@@ -232,10 +236,14 @@ func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 		}
 		switch typ {
 		case watch.Added, watch.Modified:
-			objs[m.GetName()] = obj
+			r, err := compact(obj)
+			if err != nil {
+				return "", err
+			}
+			recs[r.name()] = r
 			continue
 		case watch.Deleted:
-			delete(objs, m.GetName())
+			delete(recs, m.GetName())
 			continue
 		case watch.Bookmark:
 		default:
@@ -246,16 +254,14 @@ func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 		}
 		timer.Stop()
 		end := m.GetResourceVersion()
-		if err := l.store.Replace(slices.Collect(maps.Values(objs)), end); err != nil {
-			return "", err
-		}
+		l.store.replaceRecords(slices.Collect(maps.Values(recs)))
 		if timedOut.Load() {
 			// The timer fired as the end came: the objects are complete, the stream is
 			// cancelled. Watch on from the end at once.
 			return end, nil
 		}
-		// objs is dead from here on (the stack maps say so): the decoded objects go with
-		// the next GC while the stream is read on.
+		// recs is dead from here on (the stack maps say so): the records the store did not
+		// keep go with the next GC while the stream is read on.
 		return l.readEvents(d, end, start)
 	}
 }

@@ -351,20 +351,31 @@ func (s *kindStore) Delete(obj any) error {
 	return nil
 }
 
-// Replace swaps in a fresh list. The first one marks the kind synced (the connect is
-// notified by the Manager); a later one (a re-list) notifies if anything differs.
+// Replace swaps in a fresh list (replaceRecords).
 func (s *kindStore) Replace(list []any, _ string) error {
+	recs := make([]*record, len(list))
+	for i, obj := range list {
+		r, err := compact(obj)
+		if err != nil {
+			return err
+		}
+		recs[i] = r
+	}
+	s.replaceRecords(recs)
+	return nil
+}
+
+// replaceRecords swaps in the records of a fresh list, made by compact. The first one marks
+// the kind synced (the connect is notified by the Manager); a later one (a re-list) notifies
+// if anything differs.
+func (s *kindStore) replaceRecords(list []*record) {
 	s.mu.RLock()
 	old := s.items // only this kind's loop writes the store, so old stays what it is
 	s.mu.RUnlock()
 	items := make(map[string]*record, len(list))
 	differs := len(old) != len(list)
 	made := 0
-	for _, obj := range list {
-		r, err := compact(obj)
-		if err != nil {
-			return err
-		}
+	for _, r := range list {
 		o := old[r.name()]
 		if o == nil || r.shareWith(o) {
 			differs = true
@@ -384,7 +395,6 @@ func (s *kindStore) Replace(list []any, _ string) error {
 	if !first && differs {
 		s.changed()
 	}
-	return nil
 }
 
 func (s *kindStore) changed() {
