@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -103,6 +104,9 @@ func (s *spoke) Live() client.Reader { return liveReader{s} }
 // obj, which is left as it was: callers read the new state from the cache, whose watch brings
 // it anyway. Decoding every answer would cost a whole object's allocations per write (a Node
 // with its status and images) for nothing; and only its metadata is asked for (patchAccept).
+// A successful answer's body is read to its end and dropped, never held whole: adopting 10
+// spokes of 100 Nodes puts 80 patches in flight, and what each holds meanwhile is part of
+// the heap the burst grows to, which the spans its survivors land in keep in use after.
 func (s *spoke) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	if err := s.check(); err != nil {
 		return err
@@ -117,9 +121,15 @@ func (s *spoke) Patch(ctx context.Context, obj client.Object, patch client.Patch
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	return st.request(st.rc.Patch(patch.Type()), obj.GetNamespace()).Name(obj.GetName()).
+	body, err := st.request(st.rc.Patch(patch.Type()), obj.GetNamespace()).Name(obj.GetName()).
 		VersionedParams((&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions(), metav1.ParameterCodec).
-		SetHeader("Accept", patchAccept).Body(data).Do(ctx).Error()
+		SetHeader("Accept", patchAccept).Body(data).Stream(ctx)
+	if err != nil {
+		return err // a failed answer's Status, as Do gives it
+	}
+	defer body.Close()
+	_, err = io.Copy(io.Discard, body)
+	return err
 }
 
 // patchAccept asks for the patched object's metadata only, not the whole object: the answer is

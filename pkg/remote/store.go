@@ -108,7 +108,7 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 		if err != nil {
 			return nil, err
 		}
-		st := &kindStore{spec: k, rc: rc, notify: notify, packer: sc.packer, items: map[string]*record{}, synced: make(chan struct{})}
+		st := &kindStore{spec: k, rc: rc, header: base, notify: notify, packer: sc.packer, items: map[string]*record{}, synced: make(chan struct{})}
 		sc.packer.stores = append(sc.packer.stores, st)
 		request := func(o *metav1.ListOptions) *rest.Request {
 			o.LabelSelector = k.selector
@@ -297,6 +297,7 @@ func (sc *spokeCache) List(_ context.Context, list client.ObjectList, opts ...cl
 type kindStore struct {
 	spec   kindSpec
 	rc     rest.Interface
+	header watchHeader // the user agent and bearer token of its requests (request)
 	notify func()
 	packer *packer // nil: records are not packed
 
@@ -307,9 +308,18 @@ type kindStore struct {
 }
 
 // request aims r at the kind's resource, in namespace when the kind is namespaced (every
-// namespace when it is empty).
+// namespace when it is empty), with the user agent and bearer token already set: client-go's
+// transport wrappers then pass it on as it is, where each would clone it (request and header)
+// to add its own, for as long as it is in flight (see watchHeader).
 func (s *kindStore) request(r *rest.Request, namespace string) *rest.Request {
-	return r.NamespaceIfScoped(namespace, s.spec.namespace != "").Resource(s.spec.resource)
+	r = r.NamespaceIfScoped(namespace, s.spec.namespace != "").Resource(s.spec.resource)
+	if s.header.userAgent != "" {
+		r = r.SetHeader("User-Agent", s.header.userAgent)
+	}
+	if s.header.authorization != "" {
+		r = r.SetHeader("Authorization", s.header.authorization)
+	}
+	return r
 }
 
 func (s *kindStore) Add(obj any) error {

@@ -1,0 +1,94 @@
+package remote
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// A patch goes to the transport as the Spoke made it, with the user agent and token already
+// set (client-go's wrappers would otherwise each clone it to add theirs, for as long as it is
+// in flight), and its answer is read to the end and dropped; a failed answer is the API error
+// it carries, as before.
+func TestPatchRequestIsNotClonedAndItsAnswerIsDrained(t *testing.T) {
+	cfg := &rest.Config{Host: "https://spoke.example:6443", BearerToken: "t0ken", UserAgent: UserAgent}
+	var inner *http.Request
+	var answer *countingBody
+	status, body := http.StatusOK, `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"n1"}}`
+	cfg.WrapTransport = func(http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			inner = req
+			answer = &countingBody{Reader: strings.NewReader(body)}
+			return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: answer, Request: req}, nil
+		})
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outer *http.Request
+	under := hc.Transport
+	hc.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		outer = req
+		return under.RoundTrip(req)
+	})
+	cc, err := newSpokeCache(cfg, hc, serializer.NewCodecFactory(NewScheme()), logr.Discard(), "ns/c1", nil, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &spoke{cluster: "ns/c1", server: cfg.Host, cache: cc, timeout: time.Minute}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"pool":"infra"}}}`))
+
+	if err := s.Patch(context.Background(), node, patch); err != nil {
+		t.Fatal(err)
+	}
+	if inner == nil || inner != outer {
+		t.Fatalf("the transport got a clone of the patch request (%p, sent %p): a wrapper added a header", inner, outer)
+	}
+	if got, want := inner.Header.Get("User-Agent"), UserAgent; got != want {
+		t.Errorf("User-Agent %q, want %q", got, want)
+	}
+	if got, want := inner.Header.Get("Authorization"), "Bearer t0ken"; got != want {
+		t.Errorf("Authorization %q, want %q", got, want)
+	}
+	if diff := cmp.Diff([]string{patchAccept}, inner.Header.Values("Accept")); diff != "" {
+		t.Errorf("Accept (-want +got):\n%s", diff)
+	}
+	if !answer.eof || !answer.closed {
+		t.Errorf("the answer was read to its end: %v, closed: %v; want both", answer.eof, answer.closed)
+	}
+
+	status, body = http.StatusConflict, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,"message":"the object has been modified"}`
+	if err := s.Patch(context.Background(), node, patch); !apierrors.IsConflict(err) {
+		t.Errorf("a 409 answer: %v, want a Conflict", err)
+	}
+}
+
+type countingBody struct {
+	io.Reader
+	eof, closed bool
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *countingBody) Close() error { b.closed = true; return nil }
