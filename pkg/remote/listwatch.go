@@ -210,8 +210,8 @@ func (l *kindLoop) streamList(ctx context.Context, rv string) (string, error) {
 	defer d.Close()
 	// The initial objects are kept as records from the start, by name (a kind's objects are
 	// in one namespace), not as the decoded objects: at a connect, every kind of every spoke
-	// connecting holds its whole list here at once, and a decoded Node (status, images,
-	// conditions) is ten times its record.
+	// connecting holds its whole list here at once, and a decoded Node is many times its
+	// record (a real one's status alone, with its images, is kilobytes).
 	recs := map[string]*record{}
 	for {
 		typ, obj, err := d.Decode()
