@@ -108,7 +108,8 @@ func ControllerMain(args []string) error {
 				return
 			}
 		}
-		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, HeapUnreturned: ms.HeapIdle - ms.HeapReleased, Sys: ms.Sys, Goroutines: runtime.NumGoroutine()})
+		_ = json.NewEncoder(w).Encode(MemStats{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, HeapUnreturned: ms.HeapIdle - ms.HeapReleased, Sys: ms.Sys,
+			HeapSys: ms.HeapSys, Runtime: ms.MSpanSys + ms.MCacheSys + ms.BuckHashSys + ms.GCSys + ms.OtherSys, Goroutines: runtime.NumGoroutine()})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap and goroutine profiles of the measured process
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -141,7 +142,13 @@ type MemStats struct {
 	// HeapReleased): still in RSS until the runtime's scavenger returns it.
 	HeapUnreturned uint64 `json:"heapUnreturned"`
 	Sys            uint64 `json:"sys"`
-	Goroutines     int    `json:"goroutines"`
+	// HeapSys is the heap's address space: the most it has held at once (in use and free,
+	// returned to the OS or not), which a burst sets. Runtime is the runtime's own memory
+	// outside the heap and stacks (span records, GC metadata, profiling buckets, the rest),
+	// which grows with that peak and is never given back.
+	HeapSys    uint64 `json:"heapSys"`
+	Runtime    uint64 `json:"runtime"`
+	Goroutines int    `json:"goroutines"`
 }
 
 // controllerProc is a running controller process.
@@ -321,7 +328,8 @@ func (p *controllerProc) memory() (Memory, error) {
 		return Memory{}, err
 	}
 	return Memory{HeapInuseMiB: mib(ms.HeapInuse), HeapAllocMiB: mib(ms.HeapAlloc), StackInuseMiB: mib(ms.StackInuse),
-		UnreturnedMiB: mib(ms.HeapUnreturned), RSSMiB: mib(st["VmRSS"]), AnonMiB: mib(st["RssAnon"]), FileMiB: mib(st["RssFile"]), Goroutines: ms.Goroutines}, nil
+		UnreturnedMiB: mib(ms.HeapUnreturned), HeapSysMiB: mib(ms.HeapSys), RuntimeMiB: mib(ms.Runtime),
+		RSSMiB: mib(st["VmRSS"]), AnonMiB: mib(st["RssAnon"]), FileMiB: mib(st["RssFile"]), Goroutines: ms.Goroutines}, nil
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

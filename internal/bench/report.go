@@ -51,7 +51,11 @@ type Memory struct {
 	StackInuseMiB float64 `json:"stackInuseMiB"`
 	// UnreturnedMiB is heap freed but not yet returned to the OS (HeapIdle − HeapReleased).
 	UnreturnedMiB float64 `json:"heapUnreturnedMiB"`
-	RSSMiB        float64 `json:"rssMiB"`
+	// HeapSysMiB is how far the heap has grown (HeapSys: its peak, which a burst sets);
+	// RuntimeMiB the runtime's own memory beside heap and stacks, which grows with that peak.
+	HeapSysMiB float64 `json:"heapGrownToMiB"`
+	RuntimeMiB float64 `json:"runtimeMiB"`
+	RSSMiB     float64 `json:"rssMiB"`
 	// AnonMiB and FileMiB split RSS (RssAnon, RssFile): anonymous memory (heap, stacks, the
 	// runtime's own) and pages of files, mostly the binary's code as it is first run.
 	AnonMiB    float64 `json:"rssAnonMiB"`
@@ -75,6 +79,8 @@ type perSpoke struct {
 	LiveMiB    float64 `json:"liveHeapMiB"`
 	StackMiB   float64 `json:"stackMiB"`
 	Unreturned float64 `json:"heapUnreturnedMiB"`
+	HeapSysMiB float64 `json:"heapGrownToMiB"`
+	RuntimeMiB float64 `json:"runtimeMiB"`
 	RSSMiB     float64 `json:"rssMiB"`
 	AnonMiB    float64 `json:"rssAnonMiB"`
 	FileMiB    float64 `json:"rssFileMiB"`
@@ -87,6 +93,7 @@ func perSpokeOf(m, base Memory, spokes int) perSpoke {
 		HeapMiB: (m.HeapInuseMiB - base.HeapInuseMiB) / n, LiveMiB: (m.HeapAllocMiB - base.HeapAllocMiB) / n,
 		StackMiB: (m.StackInuseMiB - base.StackInuseMiB) / n, RSSMiB: (m.RSSMiB - base.RSSMiB) / n,
 		AnonMiB: (m.AnonMiB - base.AnonMiB) / n, FileMiB: (m.FileMiB - base.FileMiB) / n, Unreturned: (m.UnreturnedMiB - base.UnreturnedMiB) / n,
+		HeapSysMiB: (m.HeapSysMiB - base.HeapSysMiB) / n, RuntimeMiB: (m.RuntimeMiB - base.RuntimeMiB) / n,
 		Goroutines: float64(m.Goroutines-base.Goroutines) / n,
 	}
 }
@@ -548,9 +555,9 @@ func (r *Report) Markdown() string {
 	p("Spread over %d healthy spokes, %d at a time. Times run from the watch event that shows the new Node (or the removal) to the watch event that shows the pool's labels and taint on it, both seen by the same admin informer. New Nodes are made by `Spoke.ScaleUp` + `LinkNode` from a MachineSet template that lacks one pool label (changed on the hub only), so every new Node needs a write; %d were born holding everything (the controller had already fixed the Machine) and are left out. Unrepaired within the timeout: %d.\n", rc.SpokesUsed, rc.Concurrency, rc.BornInSync, rc.Unrepaired)
 	m := r.Memory
 	p("\n## 4. Hub memory\n\n")
-	p("Measured in the controller process %s after every cluster is InSync (`-memory-settle`: the controller at rest, after what it does once a burst is over; freed heap is returned at its next --heap-release-interval once the burst has left the releaser's 30 s window), right after `runtime.GC()` (repeated until the goroutine stacks stop shrinking, at most 5 times, as they do over a running controller's periodic GCs): heap in use is `HeapInuse` (spans holding objects, so it counts their free slots too), live heap `HeapAlloc`, stacks `StackInuse`; freed heap not yet returned to the OS is `HeapIdle − HeapReleased` (in RSS until the runtime's scavenger returns it); RSS is its `/proc/<pid>/status` VmRSS, split into RssAnon (heap, stacks, the runtime's own memory) and RssFile (pages of files: the binary's code, paged in as it first runs, so the 0-spoke baseline, which never ran a spoke's TLS, HTTP/2 and decoding code, has less of it). %s\n\n| connected | heap in use | live heap | stacks | freed, not returned | RSS | anonymous | file pages | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", r.Config.MemorySettle, r.memoryLimitNote())
+	p("Measured in the controller process %s after every cluster is InSync (`-memory-settle`: the controller at rest, after what it does once a burst is over; freed heap is returned at its next --heap-release-interval once the burst has left the releaser's 30 s window), right after `runtime.GC()` (repeated until the goroutine stacks stop shrinking, at most 5 times, as they do over a running controller's periodic GCs): heap in use is `HeapInuse` (spans holding objects, so it counts their free slots too), live heap `HeapAlloc`, stacks `StackInuse`; freed heap not yet returned to the OS is `HeapIdle − HeapReleased` (in RSS until the runtime's scavenger returns it); RSS is its `/proc/<pid>/status` VmRSS, split into RssAnon (heap, stacks, the runtime's own memory) and RssFile (pages of files: the binary's code, paged in as it first runs, so the 0-spoke baseline, which never ran a spoke's TLS, HTTP/2 and decoding code, has less of it); the heap grew to `HeapSys` at its peak (a burst's: spans for that many bytes were in use at once, and the objects that stay are spread over them), and the runtime's own memory beside heap and stacks (`MSpanSys + MCacheSys + BuckHashSys + GCSys + OtherSys`: span records and GC metadata, sized by that peak and never given back). %s\n\n| connected | heap in use | live heap | stacks | freed, not returned | heap grew to | runtime's own | RSS | anonymous | file pages | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", r.Config.MemorySettle, r.memoryLimitNote())
 	row := func(what string, x Memory) {
-		p("| %s | %.1f MiB | %.1f MiB | %.2f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d |\n", what, x.HeapInuseMiB, x.HeapAllocMiB, x.StackInuseMiB, x.UnreturnedMiB, x.RSSMiB, x.AnonMiB, x.FileMiB, x.Goroutines)
+		p("| %s | %.1f MiB | %.1f MiB | %.2f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %d |\n", what, x.HeapInuseMiB, x.HeapAllocMiB, x.StackInuseMiB, x.UnreturnedMiB, x.HeapSysMiB, x.RuntimeMiB, x.RSSMiB, x.AnonMiB, x.FileMiB, x.Goroutines)
 	}
 	row("0 spokes (all ClusterDeployments paused)", m.Idle0)
 	row(fmt.Sprintf("%d spokes × %.0f Nodes", m.K, m.NodesPerSpoke), m.At.Memory)
@@ -561,10 +568,10 @@ func (r *Report) Markdown() string {
 	if len(m.At.Goroutines) > 0 {
 		p("\nGoroutines at %d spokes × %.0f Nodes, by what they run (from the point's goroutine profile, `controller-%s-*-goroutine.pprof` beside the report): %s.\n", m.K, m.NodesPerSpoke, m.At.Dimension, shares(m.At.Goroutines, "%.0f", 5))
 	}
-	p("\nPer connected spoke at %.0f Nodes: **%.2f MiB RSS** (%.2f MiB anonymous, %.2f MiB file pages); %.2f MiB heap in use, of which %.2f MiB live; %.3f MiB stacks; %.2f MiB heap freed, not yet returned; %.1f goroutines.\n\n", m.NodesPerSpoke, ps.RSSMiB, ps.AnonMiB, ps.FileMiB, ps.HeapMiB, ps.LiveMiB, ps.StackMiB, ps.Unreturned, ps.Goroutines)
+	p("\nPer connected spoke at %.0f Nodes: **%.2f MiB RSS** (%.2f MiB anonymous, %.2f MiB file pages); %.2f MiB heap in use, of which %.2f MiB live; %.3f MiB stacks; %.2f MiB heap freed, not yet returned; %.3f MiB of the runtime's own; %.1f goroutines. The heap grew by %.2f MiB a spoke at its peak.\n\n", m.NodesPerSpoke, ps.RSSMiB, ps.AnonMiB, ps.FileMiB, ps.HeapMiB, ps.LiveMiB, ps.StackMiB, ps.Unreturned, ps.RuntimeMiB, ps.Goroutines, ps.HeapSysMiB)
 	if r := m.At.PerSpokeRestarted; r != nil {
-		p("That controller had just adopted the spokes: %d writes, each with its watch events, made while objects that stay (records, buffers grown to the writes' answers, hub objects) were being allocated among the writes' short-lived ones. Go's heap does not move objects, so a span that holds one of them and the writes' freed garbage stays in use: heap in use is %.1f× the live heap there. The spoke's records are packed into an arena of their own once its cache has been quiet for 5 s (pkg/remote/pack.go); what else holds spans in use, by allocation site, `hack/heapdump` tells from heap dumps of a run with `-controller-env GODEBUG=memprofilerate=1,BENCH_HEAPDUMP_DIR=<dir>` (not done here: profiling every allocation changes what is measured; README has one such breakdown). Restarted on the same spokes once in sync (after the wave: it connects, streams each kind and writes nothing), a spoke costs **%.2f MiB RSS**: %.2f MiB heap in use, of which %.2f MiB live; %.3f MiB stacks; %.2f MiB heap freed, not yet returned; %.1f goroutines. The first figure is the goal's; the second is what a spoke costs a controller restarted on a fleet in sync. Either RSS counts the heap the runtime has freed and not yet returned to the OS, which moves by megabytes from one measurement to the next (the scavenger returns it in the background, and keeps up to about twice the live heap at the default GOGC), so heap in use and live heap are the steadier figures.\n\n",
-			m.At.Wave.Drifted, ps.HeapMiB/ps.LiveMiB, r.RSSMiB, r.HeapMiB, r.LiveMiB, r.StackMiB, r.Unreturned, r.Goroutines)
+		p("That controller had just adopted the spokes: %d writes, each with its watch events, made while objects that stay (records, buffers grown to the writes' answers, hub objects) were being allocated among the writes' short-lived ones. Go's heap does not move objects, so a span that holds one of them and the writes' freed garbage stays in use: heap in use is %.1f× the live heap there. How many spans that is follows how far the burst grew the heap: to %.1f MiB (`HeapSys`), %.1f× what stays in use; the runtime's own span records and GC metadata, sized to that peak, stay too (%.1f MiB, %.1f MiB at 0 spokes). The spoke's records are packed into an arena of their own once its cache has been quiet for 5 s (pkg/remote/pack.go); what else holds spans in use, by allocation site, `hack/heapdump` tells from heap dumps of a run with `-controller-env GODEBUG=memprofilerate=1,BENCH_HEAPDUMP_DIR=<dir>` (not done here: profiling every allocation changes what is measured; README has one such breakdown). Restarted on the same spokes once in sync (after the wave: it connects, streams each kind and writes nothing), a spoke costs **%.2f MiB RSS**: %.2f MiB heap in use, of which %.2f MiB live; %.3f MiB stacks; %.2f MiB heap freed, not yet returned; %.1f goroutines. The first figure is the goal's; the second is what a spoke costs a controller restarted on a fleet in sync. Either RSS counts the heap the runtime has freed and not yet returned to the OS, which moves by megabytes from one measurement to the next (the scavenger returns it in the background, and keeps up to about twice the live heap at the default GOGC), so heap in use and live heap are the steadier figures.\n\n",
+			m.At.Wave.Drifted, ps.HeapMiB/ps.LiveMiB, m.At.Memory.HeapSysMiB, m.At.Memory.HeapSysMiB/m.At.Memory.HeapInuseMiB, m.At.Memory.RuntimeMiB, m.Idle0.RuntimeMiB, r.RSSMiB, r.HeapMiB, r.LiveMiB, r.StackMiB, r.Unreturned, r.Goroutines)
 	}
 	if m.MaxRealTarget > 0 {
 		p("Real spokes: target %d, started %d, InSync %d; controller heap %.1f MiB, RSS %.1f MiB. %s\n\n", m.MaxRealTarget, m.MaxRealReached, m.MaxRealInSync, m.MaxRealMemory.HeapInuseMiB, m.MaxRealMemory.RSSMiB, m.MaxRealNote)
