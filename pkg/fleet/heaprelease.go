@@ -16,10 +16,10 @@ const DefaultHeapReleaseInterval = 10 * time.Second
 
 // Free heap is returned to the OS when there is at least heapReleaseMin of it, and more than
 // the process would allocate in heapReleaseReuse at its rate over the last heapReleaseWindow:
-// more than it could reuse before three of Go's periodic (2-minute) collections. At rest that
-// never holds: the free heap (what the last collection freed) and the garbage since (what the
-// next one will free) are each at most what was allocated between two collections, at most 2
-// minutes' worth. The window spans Prometheus's scrape interval (30 s in config/hub), so that
+// more than it could reuse before three of Go's periodic (2-minute) collections. At rest, at a
+// steady rate, that never holds: the free heap (what the last collection freed) and what was
+// allocated since (what the next one will free) are each at most 2 minutes' worth, 4 in all,
+// against 6 (the last 30 s may allocate a third less than the minutes before). The window spans Prometheus's scrape interval (30 s in config/hub), so that
 // scrapes, each a burst of allocation at thousands of clusters, count in the rate; a burst
 // leaves the window 30 s after it ends, and its garbage is returned then. The floor only spares
 // a collection for a few pages; it is small because a small controller's whole cost is a few
@@ -110,14 +110,16 @@ var heapSamples = []rtmetrics.Sample{
 	{Name: "/gc/heap/live:bytes"},
 }
 
-// readHeap reads the heap a release would return to the OS, and the bytes allocated since the
-// process started, from runtime/metrics: no stop of the world, unlike ReadMemStats. What a
-// release returns is the free heap (freed, not returned) and the garbage the last collection
-// did not see: the objects allocated since, less the live heap it marked. debug.FreeOSMemory
-// collects that garbage first. Without it, a burst's last garbage (allocated after its last
-// collection, which at rest is up to 2 minutes away) stayed in the RSS until a collection
-// freed it and the next tick saw it: 8.6 MiB of a 10-spoke controller's RSS, 45 s after
-// its start, in a make bench run of 2026-11-26 before this.
+// readHeap reads about how much heap a release would return to the OS, and the bytes allocated
+// since the process started, from runtime/metrics: no stop of the world, unlike ReadMemStats.
+// The estimate is the free heap (freed, not returned) and what was allocated since the last
+// collection (the heap's objects less the live heap that collection marked), which
+// debug.FreeOSMemory collects first. It is an upper bound: some of what was allocated since is
+// still live, and garbage in a span that also holds a live object stays there as a free slot;
+// once a burst is over it is mostly garbage in spans of its own. Without it, a burst's last
+// garbage (allocated after its last collection, which at rest is up to 2 minutes away) stayed
+// in the RSS until a collection freed it and the next tick saw it: 8.6 MiB of a 10-spoke
+// controller's RSS 45 s after its start, in a reduced bench run of 2026-11-26 before this.
 func readHeap() (free, allocated uint64) {
 	s := make([]rtmetrics.Sample, len(heapSamples))
 	copy(s, heapSamples)

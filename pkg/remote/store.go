@@ -309,8 +309,9 @@ type kindStore struct {
 
 // request aims r at the kind's resource, in namespace when the kind is namespaced (every
 // namespace when it is empty), with the user agent and bearer token already set: client-go's
-// transport wrappers then pass it on as it is, where each would clone it (request and header)
-// to add its own, for as long as it is in flight (see watchHeader).
+// user-agent and bearer-token wrappers then pass it on as it is, where each would clone it
+// (request and header) to add its own, for as long as it is in flight (see watchHeader). A
+// kubeconfig with impersonation or a username and password still has a wrapper that clones.
 func (s *kindStore) request(r *rest.Request, namespace string) *rest.Request {
 	r = r.NamespaceIfScoped(namespace, s.spec.namespace != "").Resource(s.spec.resource)
 	if s.header.userAgent != "" {
