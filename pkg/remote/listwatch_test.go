@@ -351,22 +351,9 @@ func TestKindLoop(t *testing.T) {
 // x/net keeps for as long as the watch is open.
 func TestStreamWatchRequestIsNotCloned(t *testing.T) {
 	cfg := &rest.Config{Host: "https://spoke.example:6443", BearerToken: "t0ken", UserAgent: UserAgent}
-	var inner *http.Request
-	cfg.WrapTransport = func(http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			inner = req
-			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {runtime.ContentTypeJSON}}, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
-		})
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var outer *http.Request
-	under := hc.Transport
-	hc.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		outer = req
-		return under.RoundTrip(req)
+	var outer, inner *http.Request
+	hc := recordingClient(t, cfg, &outer, &inner, func(req *http.Request) *http.Response {
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {runtime.ContentTypeJSON}}, Body: io.NopCloser(strings.NewReader("")), Request: req}
 	})
 	codecs := serializer.NewCodecFactory(scheme.Scheme)
 	request := func(o *metav1.ListOptions) *rest.Request {
@@ -388,6 +375,29 @@ func TestStreamWatchRequestIsNotCloned(t *testing.T) {
 	if diff := cmp.Diff(want, inner.Header); diff != "" {
 		t.Errorf("watch request header (-want +got):\n%s", diff)
 	}
+}
+
+// recordingClient returns cfg's HTTP client with client-go's transport wrappers over a
+// transport that answers with answer; *outer is set to each request the client is given, and
+// *inner to the one that reaches below the wrappers (the same one, unless a wrapper cloned it).
+func recordingClient(t *testing.T, cfg *rest.Config, outer, inner **http.Request, answer func(*http.Request) *http.Response) *http.Client {
+	t.Helper()
+	cfg.WrapTransport = func(http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			*inner = req
+			return answer(req), nil
+		})
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	under := hc.Transport
+	hc.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		*outer = req
+		return under.RoundTrip(req)
+	})
+	return hc
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -25,25 +25,12 @@ import (
 // it carries, as before.
 func TestPatchRequestIsNotClonedAndItsAnswerIsDrained(t *testing.T) {
 	cfg := &rest.Config{Host: "https://spoke.example:6443", BearerToken: "t0ken", UserAgent: UserAgent}
-	var inner *http.Request
+	var outer, inner *http.Request
 	var answer *countingBody
 	status, body := http.StatusOK, `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"n1"}}`
-	cfg.WrapTransport = func(http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			inner = req
-			answer = &countingBody{Reader: strings.NewReader(body)}
-			return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: answer, Request: req}, nil
-		})
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var outer *http.Request
-	under := hc.Transport
-	hc.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		outer = req
-		return under.RoundTrip(req)
+	hc := recordingClient(t, cfg, &outer, &inner, func(req *http.Request) *http.Response {
+		answer = &countingBody{Reader: strings.NewReader(body)}
+		return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: answer, Request: req}
 	})
 	cc, err := newSpokeCache(cfg, hc, serializer.NewCodecFactory(NewScheme()), logr.Discard(), "ns/c1", nil, func() {})
 	if err != nil {
