@@ -171,10 +171,12 @@ func newWatchHeader(cfg *rest.Config) watchHeader {
 	return h
 }
 
-// build returns a new header for one request.
+// build returns a new header for one request: what h has of its Accept, user agent and token.
 func (h watchHeader) build() http.Header {
 	out := make(http.Header, 3)
-	out["Accept"] = []string{h.accept}
+	if h.accept != "" {
+		out["Accept"] = []string{h.accept}
+	}
 	if h.userAgent != "" {
 		out["User-Agent"] = []string{h.userAgent}
 	}
@@ -314,11 +316,8 @@ type kindStore struct {
 // kubeconfig with impersonation or a username and password still has a wrapper that clones.
 func (s *kindStore) request(r *rest.Request, namespace string) *rest.Request {
 	r = r.NamespaceIfScoped(namespace, s.spec.namespace != "").Resource(s.spec.resource)
-	if s.header.userAgent != "" {
-		r = r.SetHeader("User-Agent", s.header.userAgent)
-	}
-	if s.header.authorization != "" {
-		r = r.SetHeader("Authorization", s.header.authorization)
+	for k, v := range s.header.build() {
+		r = r.SetHeader(k, v...)
 	}
 	return r
 }
