@@ -19,11 +19,12 @@ const DefaultHeapReleaseInterval = 10 * time.Second
 // more than it could reuse before three of Go's periodic (2-minute) collections. At rest, at a
 // steady rate, that never holds: the free heap (what the last collection freed) and what was
 // allocated since (what the next one will free) are each at most 2 minutes' worth, 4 in all,
-// against 6 (the last 30 s may allocate a third less than the minutes before). The window spans Prometheus's scrape interval (30 s in config/hub), so that
-// scrapes, each a burst of allocation at thousands of clusters, count in the rate; a burst
-// leaves the window 30 s after it ends, and its garbage is returned then. The floor only spares
-// a collection for a few pages; it is small because a small controller's whole cost is a few
-// MiB (10 connected spokes of 100 Nodes: 6 MiB of live heap).
+// against 6 (the last 30 s may allocate a third less than the minutes before). The window
+// spans Prometheus's scrape interval (30 s in config/hub), so that scrapes, each a burst of
+// allocation at thousands of clusters, count in the rate; a burst leaves the window 30 s after
+// it ends, and its garbage is returned then. The floor only spares a collection for a few
+// pages; it is small because a small controller's whole cost is a few MiB (10 connected spokes
+// of 100 Nodes: 6 MiB of live heap).
 const (
 	heapReleaseMin    = 1 << 20
 	heapReleaseReuse  = 6 * time.Minute
