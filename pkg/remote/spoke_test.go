@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,19 @@ func TestPatchRequestIsNotClonedAndItsAnswerIsDrained(t *testing.T) {
 	}
 	if !answer.eof || !answer.closed {
 		t.Errorf("the answer was read to its end: %v, closed: %v; want both", answer.eof, answer.closed)
+	}
+
+	// A large answer (a server that ignores patchAccept and sends the whole object) is read
+	// through, not into memory: the patch allocates a small part of it.
+	body = `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","annotations":{"big":"` + strings.Repeat("x", 8<<20) + `"}}}`
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := s.Patch(context.Background(), node, patch); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2<<20 || !answer.eof {
+		t.Errorf("a patch with an 8 MiB answer allocated %d KiB (want under 2 MiB) and read it to its end: %v", got>>10, answer.eof)
 	}
 
 	status, body = http.StatusConflict, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,"message":"the object has been modified"}`
