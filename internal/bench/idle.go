@@ -82,12 +82,13 @@ func (b *bench) idle(ctx context.Context, spokes []*localfleet.Spoke) error {
 	// Reconciles in the window: the resyncs happened, and cost what they cost.
 	rec := map[string]string{"controller": "fleet"}
 	id.Reconciles = after.Sum("controller_runtime_reconcile_total", rec) - before.Sum("controller_runtime_reconcile_total", rec)
+	id.HeapReleases = after.Sum("hub_node_metadata_heap_releases_total", nil) - before.Sum("hub_node_metadata_heap_releases_total", nil)
 	id.Clusters = int(after.Sum("hub_node_metadata_clusters", nil))
 	time.Sleep(time.Second) // the audit backend has written the window's last entries
 	if err := b.hub.poll(); err != nil {
 		return err
 	}
 	id.Hub = b.hub.count(proc.ua, t0, t1)
-	b.logf("idle: spokes %d writes, %d reads (%v); hub %d writes, %d reads, %d watches, %d Lease; %.0f reconciles", id.Writes, id.Reads, id.Audit.ByVerb, id.Hub.Writes, id.Hub.Reads, id.Hub.Watches, id.Hub.Lease, id.Reconciles)
+	b.logf("idle: spokes %d writes, %d reads (%v); hub %d writes, %d reads, %d watches, %d Lease; %.0f reconciles; %.0f heap releases", id.Writes, id.Reads, id.Audit.ByVerb, id.Hub.Writes, id.Hub.Reads, id.Hub.Watches, id.Hub.Lease, id.Reconciles, id.HeapReleases)
 	return nil
 }

@@ -265,7 +265,10 @@ type Report struct {
 		// Reconciles of the Clusters in the window (controller_runtime_reconcile_total).
 		Reconciles float64 `json:"reconciles"`
 		Clusters   int     `json:"clusters"`
-		Skipped    string  `json:"skipped,omitempty"`
+		// HeapReleases is heap_releases_total's rise in the window: the heap releaser must not
+		// fire at rest (each release is a collection).
+		HeapReleases float64 `json:"heapReleases"`
+		Skipped      string  `json:"skipped,omitempty"`
 	} `json:"idle"`
 	Reaction struct {
 		NewNode     Dist `json:"newNode"`

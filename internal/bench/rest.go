@@ -190,8 +190,8 @@ func (r *Report) restMarkdown(p func(string, ...any)) {
 		if id.Resync != "" {
 			resync = "**one override: --resync-period=" + id.Resync + "**, so that the window spans " + fmt.Sprintf("%.1f", r.resyncs()) + " resync periods (every other step runs the shipped 10m)"
 		}
-		p("A controller process of its own, with config/hub's flags and %s, started on the fleet in sync; its window opened %s after every cluster was InSync and lasted %s, over %d spokes. In the window it ran %.0f reconciles of %d clusters: the resyncs happened, and cost what is counted here.\n\n",
-			resync, idleSettle, window, id.Spokes, id.Reconciles, id.Clusters)
+		p("A controller process of its own, with config/hub's flags and %s, started on the fleet in sync; its window opened %s after every cluster was InSync and lasted %s, over %d spokes. In the window it ran %.0f reconciles of %d clusters: the resyncs happened, and cost what is counted here. Its heap releaser (`heap_releases_total`, a collection each) fired %.0f times in the window.\n\n",
+			resync, idleSettle, window, id.Spokes, id.Reconciles, id.Clusters, id.HeapReleases)
 		p("Spokes (their audit logs, the hub's credential only): **%d writes**, %d reads. By verb (a watch counts once, when it opens: client-go renews every watch after 5 to 10 minutes): %s. **Per spoke-hour: %s.** Controller metric (all spoke requests by verb): %s; patches_total +%.0f.\n\n",
 			id.Writes, id.Reads, verbs(id.Audit.ByVerb), verbs(id.SpokePerHour), verbs(id.RemoteByVerb), id.Patched)
 		h := id.Hub
