@@ -117,7 +117,7 @@ type Applier struct {
 // Node. t.Machine must not be nil. It never panics on API errors; each
 // failure is in its Result, and the caller goes on with the next target.
 func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result {
-	m := a.sync(ctx, ResultKindMachine, t.Machine.DeepCopy(), func(o client.Object) Plan {
+	m := a.sync(ctx, ResultKindMachine, t.Machine, func(o client.Object) Plan {
 		return PlanMachine(d, o.(*machinev1beta1.Machine))
 	}, func() client.Object { return &machinev1beta1.Machine{} })
 	results := []Result{m}
@@ -134,7 +134,7 @@ func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result 
 		node.Reason = ReasonMachineNotSynced
 		node.Err = fmt.Errorf("node %s not written: machine %s ended %s", t.Node.Name, t.Machine.Name, m.Outcome)
 	default:
-		node = a.sync(ctx, ResultKindNode, t.Node.DeepCopy(), func(o client.Object) Plan {
+		node = a.sync(ctx, ResultKindNode, t.Node, func(o client.Object) Plan {
 			return PlanNode(d, o.(*corev1.Node))
 		}, func() client.Object { return &corev1.Node{} })
 	}
@@ -142,9 +142,12 @@ func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result 
 }
 
 // sync plans obj and patches it, re-reading and re-planning after each
-// conflict. obj is a private copy; Patch may overwrite it.
+// conflict. obj is the caller's, and only read: Patch may overwrite the object
+// it is given, so obj is copied before the first patch, and an object already
+// in sync (nearly every object of a resync) costs no copy.
 func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan func(client.Object) Plan, fresh func() client.Object) Result {
 	r := Result{Kind: kind, Name: obj.GetName()}
+	own := false // obj is this call's own: a copy, or a fresh read
 	retries := a.MaxConflictRetries
 	if retries == 0 {
 		retries = DefaultMaxConflictRetries
@@ -170,6 +173,9 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 				r.Outcome, r.Reason, r.Err = OutcomeFailed, ReasonDenied, err
 				return r
 			}
+		}
+		if !own {
+			obj, own = obj.DeepCopyObject().(client.Object), true
 		}
 		r.Requests++
 		err := a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, p.Patch))

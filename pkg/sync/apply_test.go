@@ -15,14 +15,19 @@ import (
 )
 
 // stubClient records Patch calls and answers from canned errors, in order,
-// per object kind; past the end it answers nil. It implements only Patch
-// (the embedded nil Client panics on anything else). Get serves fresh reads.
+// per object kind; past the end it answers nil. Like controller-runtime's
+// client, whose Patch decodes the answer into the object it is given, Patch
+// then overwrites the object's resourceVersion and labels. It implements only
+// Patch (the embedded nil Client panics on anything else). Get serves fresh
+// reads.
 type stubClient struct {
 	client.Client
 	errs  map[string][]error // "Machine" or "Node" -> answers
 	calls []string
 	fresh map[string]client.Object // kind -> object returned by Get
 	gets  int
+	// patched holds the objects Patch was given, in order.
+	patched []client.Object
 }
 
 func kindOf(obj client.Object) string {
@@ -39,6 +44,9 @@ func (s *stubClient) Patch(_ context.Context, obj client.Object, patch client.Pa
 		return err
 	}
 	s.calls = append(s.calls, fmt.Sprintf("%s %s %s %s", k, obj.GetName(), patch.Type(), data))
+	s.patched = append(s.patched, obj)
+	obj.SetResourceVersion("from-the-answer")
+	obj.SetLabels(map[string]string{"from": "the-answer"})
 	if q := s.errs[k]; len(q) > 0 {
 		s.errs[k] = q[1:]
 		return q[0]
@@ -206,6 +214,10 @@ func TestApplierSyncTarget(t *testing.T) {
 			a := tc.applier
 			a.Client, a.Reader = stub, stub
 			before := tc.target.Machine.DeepCopy()
+			var beforeNode *corev1.Node
+			if tc.target.Node != nil {
+				beforeNode = tc.target.Node.DeepCopy()
+			}
 			got := a.SyncTarget(context.Background(), d, tc.target)
 			if diff := cmp.Diff(tc.want, got, errText); diff != "" {
 				t.Errorf("results (-want +got):\n%s", diff)
@@ -215,6 +227,50 @@ func TestApplierSyncTarget(t *testing.T) {
 			}
 			if diff := cmp.Diff(before, tc.target.Machine); diff != "" {
 				t.Errorf("SyncTarget modified the target's Machine:\n%s", diff)
+			}
+			if diff := cmp.Diff(beforeNode, tc.target.Node); diff != "" {
+				t.Errorf("SyncTarget modified the target's Node:\n%s", diff)
+			}
+		})
+	}
+}
+
+// An object in sync is planned as it is, not copied: a resync plans every Machine and Node of
+// the fleet, nearly all in sync, and a copy of each was that much garbage. An object that needs a
+// patch is copied before it, since Patch overwrites what it is given.
+func TestApplierCopiesOnlyToPatch(t *testing.T) {
+	d := Desired{Labels: map[string]string{"a": "1"}}
+	synced := func() *corev1.Node {
+		return newNode("n", nodeLabels("a", "1"), nodeAnnotations(AnnotationOwnedLabels, "a"))
+	}
+	for name, tc := range map[string]struct {
+		node *corev1.Node
+		errs []error
+	}{
+		"in sync":                  {node: synced()},
+		"drifted":                  {node: newNode("n")},
+		"drifted, then a conflict": {node: newNode("n"), errs: []error{conflictErr}},
+		"drifted, patch fails":     {node: newNode("n"), errs: []error{errBoom}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stub := &stubClient{errs: map[string][]error{ResultKindNode: tc.errs}, fresh: map[string]client.Object{ResultKindNode: synced()}}
+			a := Applier{Client: stub, Reader: stub}
+			before := tc.node.DeepCopy()
+			var planned []client.Object
+			a.sync(context.Background(), ResultKindNode, tc.node, func(o client.Object) Plan {
+				planned = append(planned, o)
+				return PlanNode(d, o.(*corev1.Node))
+			}, func() client.Object { return &corev1.Node{} })
+			if len(planned) == 0 || planned[0] != client.Object(tc.node) {
+				t.Errorf("the caller's Node was not planned as it is")
+			}
+			for _, o := range stub.patched {
+				if o == client.Object(tc.node) {
+					t.Errorf("Patch was given the caller's Node, not a copy")
+				}
+			}
+			if diff := cmp.Diff(before, tc.node); diff != "" {
+				t.Errorf("the caller's Node changed:\n%s", diff)
 			}
 		})
 	}
