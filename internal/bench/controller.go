@@ -264,10 +264,20 @@ func (p *controllerProc) stop() {
 	})
 }
 
-// scrape reads the Prometheus text exposition into name{labels} -> value.
+// scrape reads the Prometheus text exposition into name{labels} -> value, uncompressed: the
+// benchmark scrapes up to five times a second while it waits for a fleet to sync, and a
+// gzipped answer takes a gzip writer from a pool that each GC empties, so that during a burst
+// most scrapes build a new one in the process being measured (heap profiles taken 1.5 and 3 s
+// into adopting 10 spokes held 0.8 and 2.7 MiB of gzip writers, of 12 and 17 MiB in use).
+// Prometheus scrapes every 30 s.
 func (p *controllerProc) scrape() (Samples, error) {
 	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(p.metrics)
+	req, err := http.NewRequest(http.MethodGet, p.metrics, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}
