@@ -504,7 +504,7 @@ func (r *Report) Markdown() string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# Benchmarks\n\n")
 	p("Produced by `%s` on %s (%s) from %s, in %s.\n\n", r.Command, r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Code, r.Duration)
-	p("Spokes are real kube-apiservers over one etcd (internal/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; %s).\n\n",
+	p("Spokes are real kube-apiservers over one etcd (internal/localfleet), all on this one machine: every API server, etcd, the controller and the benchmark's own watchers compete for the same cores, so timings are noisy from run to run. The controller runs as its own process (`hack/bench controller`: the same `fleet.NewManager` setup as `hub-controller run`, production defaults: MaxConcurrentClusters %d, WritesPerCluster %d, spoke QPS %s / burst %d; hub client QPS %s / burst %d; %s). The benchmark reads the controller's metrics uncompressed (it scrapes up to five times a second while it waits, where Prometheus scrapes every 30 s; gzipped, each of those scrapes could build a gzip writer in the process being measured).\n\n",
 		r.Config.MaxConcurrentClusters, r.Config.WritesPerCluster, qps(r.Config.SpokeQPS, remote.DefaultQPS), r.Config.SpokeBurst, qps(r.Config.HubQPS, 0), r.Config.HubBurst, r.gomemlimitText())
 	overrides := slices.Clone(r.Config.Overrides)
 	if r.Idle.Resync != "" {
