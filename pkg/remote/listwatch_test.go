@@ -3,10 +3,13 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -343,6 +346,82 @@ func TestKindLoop(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// generatedEvents is a streaming list of n Nodes, each made as it is read and carrying
+// payload bytes that no record keeps (a real Node's status: images, conditions); it calls
+// atEnd before its end marker, then sends nothing until ctx ends.
+type generatedEvents struct {
+	ctx     context.Context
+	n, sent int
+	payload int
+	end     *corev1.Node
+	atEnd   func()
+}
+
+func (g *generatedEvents) Decode() (watch.EventType, runtime.Object, error) {
+	switch {
+	case g.sent < g.n:
+		g.sent++
+		n := testNode(fmt.Sprintf("n%d", g.sent), strconv.Itoa(g.sent), map[string]string{"pool": "p"})
+		n.Status.Images = []corev1.ContainerImage{{Names: []string{strings.Repeat("x", g.payload)}}}
+		return watch.Added, n, nil
+	case g.sent == g.n:
+		g.sent++
+		g.atEnd()
+		return watch.Bookmark, g.end, nil
+	}
+	<-g.ctx.Done()
+	return "", nil, g.ctx.Err()
+}
+
+func (g *generatedEvents) Close() {}
+
+// A streaming list keeps what it has read as records, not as the decoded objects, until its
+// end: at a connect, every kind of every connecting spoke is in its initial events at once.
+// 400 Nodes of 64 KiB each are 25 MiB decoded; their records, a few hundred bytes each.
+func TestStreamingListKeepsRecordsNotObjects(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	end := testNode("", "1000", nil)
+	end.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	var before, atEnd goruntime.MemStats
+	g := &generatedEvents{ctx: ctx, n: 400, payload: 64 << 10, end: end, atEnd: func() {
+		goruntime.GC()
+		goruntime.ReadMemStats(&atEnd)
+	}}
+	st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
+	watches := 0
+	l := &kindLoop{store: st, clock: clocktesting.NewFakeClock(time.Now()), listOnly: new(atomic.Bool), initialTimeout: time.Minute,
+		list: listItems(func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			t.Error("the loop listed; it should have streamed")
+			return nil, errors.New("no list here")
+		}),
+		watch: func(ctx context.Context, _ metav1.ListOptions) (eventDecoder, error) {
+			if watches++; watches > 1 {
+				return &blockedEvents{ctx: ctx}, nil
+			}
+			return g, nil
+		},
+	}
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	done := make(chan struct{})
+	go func() { defer close(done); l.run(ctx) }()
+	select {
+	case <-st.synced:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the streaming list did not end")
+	}
+	cancel()
+	<-done
+	if got := len(st.items); got != g.n {
+		t.Fatalf("stored %d Nodes, want %d", got, g.n)
+	}
+	decoded := int64(g.n * g.payload)
+	if grew := int64(atEnd.HeapAlloc) - int64(before.HeapAlloc); grew > decoded/4 {
+		t.Errorf("the live heap grew by %d KiB before the end of the initial events (the decoded Nodes are %d KiB): the loop holds them", grew>>10, decoded>>10)
 	}
 }
 
