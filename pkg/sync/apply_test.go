@@ -17,7 +17,7 @@ import (
 // stubClient records Patch calls and answers from canned errors, in order,
 // per object kind; past the end it answers nil. Like controller-runtime's
 // client, whose Patch decodes the answer into the object it is given, Patch
-// then overwrites the object's resourceVersion and labels. It implements only
+// then overwrites the object's resourceVersion and writes into its labels. It implements only
 // Patch (the embedded nil Client panics on anything else). Get serves fresh
 // reads.
 type stubClient struct {
@@ -46,7 +46,13 @@ func (s *stubClient) Patch(_ context.Context, obj client.Object, patch client.Pa
 	s.calls = append(s.calls, fmt.Sprintf("%s %s %s %s", k, obj.GetName(), patch.Type(), data))
 	s.patched = append(s.patched, obj)
 	obj.SetResourceVersion("from-the-answer")
-	obj.SetLabels(map[string]string{"from": "the-answer"})
+	// Into the object's own map where it has one, as a decoder does: a shallow copy of the
+	// caller's object would share it.
+	if l := obj.GetLabels(); l != nil {
+		l["from"] = "the-answer"
+	} else {
+		obj.SetLabels(map[string]string{"from": "the-answer"})
+	}
 	if q := s.errs[k]; len(q) > 0 {
 		s.errs[k] = q[1:]
 		return q[0]
@@ -243,14 +249,16 @@ func TestApplierCopiesOnlyToPatch(t *testing.T) {
 	synced := func() *corev1.Node {
 		return newNode("n", nodeLabels("a", "1"), nodeAnnotations(AnnotationOwnedLabels, "a"))
 	}
+	// Labels of its own, which Patch writes into: a copy that shared the map would change it.
+	drifted := func() *corev1.Node { return newNode("n", nodeLabels("other", "x")) }
 	for name, tc := range map[string]struct {
 		node *corev1.Node
 		errs []error
 	}{
 		"in sync":                  {node: synced()},
-		"drifted":                  {node: newNode("n")},
-		"drifted, then a conflict": {node: newNode("n"), errs: []error{conflictErr}},
-		"drifted, patch fails":     {node: newNode("n"), errs: []error{errBoom}},
+		"drifted":                  {node: drifted()},
+		"drifted, then a conflict": {node: drifted(), errs: []error{conflictErr}},
+		"drifted, patch fails":     {node: drifted(), errs: []error{errBoom}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			stub := &stubClient{errs: map[string][]error{ResultKindNode: tc.errs}, fresh: map[string]client.Object{ResultKindNode: synced()}}
