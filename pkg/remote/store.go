@@ -174,16 +174,17 @@ func newWatchHeader(cfg *rest.Config) watchHeader {
 // build returns a new header for one request: what h has of its Accept, user agent and token.
 func (h watchHeader) build() http.Header {
 	out := make(http.Header, 3)
-	if h.accept != "" {
-		out["Accept"] = []string{h.accept}
-	}
-	if h.userAgent != "" {
-		out["User-Agent"] = []string{h.userAgent}
-	}
-	if h.authorization != "" {
-		out["Authorization"] = []string{h.authorization}
-	}
+	h.each(func(k, v string) { out[k] = []string{v} })
 	return out
+}
+
+// each calls set with each header h has (in canonical form), leaving out the empty ones.
+func (h watchHeader) each(set func(k, v string)) {
+	for _, kv := range [...][2]string{{"Accept", h.accept}, {"User-Agent", h.userAgent}, {"Authorization", h.authorization}} {
+		if kv[1] != "" {
+			set(kv[0], kv[1])
+		}
+	}
 }
 
 // Start runs the loops until ctx is done (the last one in the calling goroutine).
@@ -316,9 +317,7 @@ type kindStore struct {
 // kubeconfig with impersonation or a username and password still has a wrapper that clones.
 func (s *kindStore) request(r *rest.Request, namespace string) *rest.Request {
 	r = r.NamespaceIfScoped(namespace, s.spec.namespace != "").Resource(s.spec.resource)
-	for k, v := range s.header.build() {
-		r = r.SetHeader(k, v...)
-	}
+	s.header.each(func(k, v string) { r = r.SetHeader(k, v) })
 	return r
 }
 
