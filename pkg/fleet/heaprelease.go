@@ -20,9 +20,8 @@ const DefaultHeapReleaseInterval = 10 * time.Second
 // steady rate, that never holds: the free heap (what the last collection freed) and what was
 // allocated since (what the next one will free) are each at most 2 minutes' worth, 4 in all,
 // against 6 (the last 30 s may allocate a third less than the minutes before). A resync is a
-// burst, though: every cluster's reconcile at once, then quiet, and a release may follow it
-// (make bench's at-rest step, 20 spokes with --resync-period=3m: 3 releases in a 10-minute
-// window that held 3 resyncs; each is one collection). The window
+// burst, though: every cluster's reconcile at once, then quiet, and a release (one collection)
+// may follow it; make bench's at-rest step counts them (heap_releases_total). The window
 // spans Prometheus's scrape interval (30 s in config/hub), so that scrapes, each a burst of
 // allocation at thousands of clusters, count in the rate; a burst leaves the window 30 s after
 // it ends, and its garbage is returned then. The floor only spares a collection for a few
