@@ -292,6 +292,8 @@ type summary struct {
 	byOwner          map[string]usage
 	soleOwner        map[string]float64 // bytes of spans whose objects all have this owner
 	shared           float64            // bytes of spans whose objects have several owners
+	metadata         float64            // span tails the runtime reserves (mark bits, bitmaps)
+	empty            float64            // spans in use with no object in them, tails aside
 }
 
 func (d *dump) summarize(classes map[uint64]uint64) *summary {
@@ -325,10 +327,27 @@ func (d *dump) summarize(classes map[uint64]uint64) *summary {
 				j++
 			}
 		}
-		n := float64(j - i)
-		free := (float64(spanBytes) - n*float64(o.size)) / n
+		// The runtime's dump walks every slot of a span up to its end, and the slots past the
+		// span's last object (its reserved tail: Green Tea's mark bits, the pointer bitmap)
+		// come out as objects. They have no allocation sample: metadata, not objects.
+		objs := d.objects[i:j]
+		if small {
+			objs = slices.DeleteFunc(slices.Clone(objs), func(x object) bool {
+				return siteOf(x.addr) == "" && base+spanBytes-x.addr <= spanReserveMax(o.size, spanBytes)
+			})
+		}
+		tail := float64(j-i-len(objs)) * float64(o.size)
+		s.metadata += tail
+		s.spans += float64(spanBytes)
+		i = j
+		if len(objs) == 0 { // a span in use whose slots are all free (an allocator's cache)
+			s.empty += float64(spanBytes) - tail
+			continue
+		}
+		n := float64(len(objs))
+		free := (float64(spanBytes) - tail - n*float64(o.size)) / n
 		spanOwners := map[string]bool{}
-		for _, x := range d.objects[i:j] {
+		for _, x := range objs {
 			st := siteOf(x.addr)
 			u := s.bySite[st]
 			u.live += float64(x.size)
@@ -348,10 +367,19 @@ func (d *dump) summarize(classes map[uint64]uint64) *summary {
 		} else {
 			s.shared += float64(spanBytes)
 		}
-		s.spans += float64(spanBytes)
-		i = j
 	}
 	return s
+}
+
+// spanReserveMax is the most a span of objects of size bytes keeps at its end for the
+// runtime's own use (runtime/mheap.go, initSpan): Green Tea's inline mark bits
+// (spanInlineMarkBits, 128 bytes) and, in a span of objects with pointers, one bit a word of
+// pointer bitmap, for objects of up to 512 bytes (heapBitsInSpan).
+func spanReserveMax(size, spanBytes uint64) uint64 {
+	if size > 512 {
+		return 0
+	}
+	return 128 + spanBytes/64
 }
 
 // minus returns (s - base) / per.
@@ -362,6 +390,7 @@ func (s *summary) minus(base *summary, per float64) *summary {
 		heapInuse: subBytes(s.heapInuse, base.heapInuse), spans: subBytes(s.spans, base.spans),
 		bySite: diffMaps(s.bySite, base.bySite, sub), byOwner: diffMaps(s.byOwner, base.byOwner, sub),
 		soleOwner: diffMaps(s.soleOwner, base.soleOwner, subBytes), shared: subBytes(s.shared, base.shared),
+		metadata: subBytes(s.metadata, base.metadata), empty: subBytes(s.empty, base.empty),
 	}
 }
 
@@ -384,6 +413,7 @@ func (s *summary) print(top int) {
 		live, free = live+u.live, free+u.free
 	}
 	fmt.Printf("heap in use %s (MemStats), spans found %s: live %s, free slots of spans in use %s\n", kib(s.heapInuse), kib(s.spans), kib(live), kib(free))
+	fmt.Printf("span tails the runtime keeps (mark bits, pointer bitmaps) %s; spans with no object in them %s\n", kib(s.metadata), kib(s.empty))
 	fmt.Printf("spans whose objects have several owners: %s\n\n", kib(s.shared))
 	fmt.Println("| owner | live | free slots beside it | spans it alone holds |")
 	fmt.Println("| --- | --- | --- | --- |")
