@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,11 @@ func TestBenchPipeline(t *testing.T) {
 	}
 	if len(rep.Goals) < 8 {
 		t.Errorf("goals: %+v", rep.Goals)
+	}
+	// The in-sync CPU of the simulated fleet has a goal row of its own, measured over the window.
+	cpuRow := slices.IndexFunc(rep.Goals, func(g bench.Goal) bool { return strings.HasPrefix(g.Figure, "Controller CPU at 20 clusters in sync") })
+	if s := rep.Sim; s.SteadyS != 3 || s.SteadyCPUPercent <= 0 || cpuRow < 0 || rep.Goals[cpuRow].Skipped {
+		t.Errorf("in-sync CPU: %.0f s, %.2f%%, goal row %d of %+v", s.SteadyS, s.SteadyCPUPercent, cpuRow, rep.Goals)
 	}
 	md := rep.Markdown()
 	for _, h := range []string{"## Goals", "## 1. Write cost", "## 1a. At rest", "## 1b. Restart and failover", "## 1c. Dead spokes", "## 2. Convergence", "## 3. Reaction", "## 4. Hub memory", "## 5. Isolation", "## 6. Cost growth"} {

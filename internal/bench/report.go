@@ -331,6 +331,9 @@ type Report struct {
 		// cluster is in sync: with GOMEMLIMIT near the heap, a thrashing GC would show here.
 		SteadyCPUPercent float64 `json:"steadyCPUPercent"`
 		SteadyS          float64 `json:"steadyS"`
+		// SteadyReconciles counts the fleet controller's reconciles in that window: the
+		// resyncs of clusters in sync (controller_runtime_reconcile_total).
+		SteadyReconciles float64 `json:"steadyReconciles"`
 		// SteadyCPU is where that CPU went, from a CPU profile of the same window.
 		SteadyCPU []Share `json:"steadyCPU"`
 		// Heap is the live heap by holder, from the heap profile taken at the end (MiB).
@@ -433,7 +436,7 @@ func (r *Report) Judge() {
 			g.Measured += fmt.Sprintf("; extrapolated to 2,000: %.0f MiB", s.RSSAt2000MiB)
 			g.Note = "extrapolated linearly from a smaller simulation"
 		}
-		g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; %s; %.1f%% CPU in sync", r.gomemlimitNote(), s.SteadyCPUPercent), "; ")
+		g.Note = strings.TrimPrefix(g.Note+"; "+r.gomemlimitNote(), "; ")
 		if s.RSSAt2000MiB > goalRSS2000MiB {
 			g.Note = strings.TrimPrefix(g.Note+"; "+ratioMiss(s.RSSAt2000MiB, goalRSS2000MiB), "; ")
 		}
@@ -441,6 +444,19 @@ func (r *Report) Judge() {
 			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; only %d of %d InSync", s.InSync, s.Clusters), "; ")
 		}
 		add(g)
+		cpuGoal := fmt.Sprintf("≤ %.0f%% of one core", goalSteadyCPUPercent)
+		if s.SteadyS == 0 {
+			add(Goal{Figure: "Controller CPU at 2,000 clusters in sync", Goal: cpuGoal, Skipped: true, Note: "skipped: -sim-steady 0"})
+		} else {
+			g := Goal{Figure: fmt.Sprintf("Controller CPU at %d clusters in sync (simulated)", s.Clusters), Goal: cpuGoal,
+				Measured: fmt.Sprintf("%.1f%% of one core over %s, GC included; %.0f reconciles in it", s.SteadyCPUPercent, time.Duration(s.SteadyS*float64(time.Second)), s.SteadyReconciles),
+				Pass:     s.SteadyCPUPercent > 0 && s.SteadyCPUPercent <= goalSteadyCPUPercent && s.InSync == s.Clusters,
+				Note:     fmt.Sprintf("the window opens once all are InSync and is longer than the resync period (10 min ±10%%), so each cluster's safety-net resync falls in it (§4 says where the CPU goes); %s", r.gomemlimitNote())}
+			if s.SteadyCPUPercent > goalSteadyCPUPercent {
+				g.Note += "; " + ratioMiss(s.SteadyCPUPercent, goalSteadyCPUPercent)
+			}
+			add(g)
+		}
 	}
 	largeGoal := fmt.Sprintf("all InSync, RSS below the Deployment's limit (%.0f MiB) throughout", r.deploymentLimitMiB())
 	if sl := r.SimLarge; sl.Skipped != "" {
@@ -587,8 +603,8 @@ func (r *Report) Markdown() string {
 	} else {
 		p("Fleet scale, **simulated**: %d ClusterDeployments, each with its own namespace, kubeconfig Secret and ClusterDeployment on the hub and its own pool (%d Machine(s) and Node(s), with a pool label the MachineSet template lacks, so each needs real writes), spread over %d real spokes that they share (the earlier steps' Machines, MachineSets and Nodes are deleted from them first). Every simulated cluster is its own connection and cache in the controller, and each cache holds all of its shared spoke's objects (%d Nodes, %d Machines, %d MachineSets), so the per-cluster cache is overstated: an upper bound.\n\n",
 			s.Clusters, s.NodesPerCluster, s.RealSpokes, s.CacheNodes, s.CacheMachines, s.CacheMachineSets)
-		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / stacks / freed, not returned / RSS | %.0f / %.0f / %.0f / %.0f / %.0f MiB (%d goroutines) |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core |\n| freed heap returned to the OS (`heap_releases_total`, --heap-release-interval) | %.0f times |\n\n",
-			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.StackInuseMiB, s.Memory.UnreturnedMiB, s.Memory.RSSMiB, s.Memory.Goroutines, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent, s.HeapReleases)
+		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / stacks / freed, not returned / RSS | %.0f / %.0f / %.0f / %.0f / %.0f MiB (%d goroutines) |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core (%.0f reconciles: the resyncs) |\n| freed heap returned to the OS (`heap_releases_total`, --heap-release-interval) | %.0f times |\n\n",
+			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.StackInuseMiB, s.Memory.UnreturnedMiB, s.Memory.RSSMiB, s.Memory.Goroutines, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent, s.SteadyReconciles, s.HeapReleases)
 		if len(s.SteadyCPU) > 0 {
 			total := 0.0
 			for _, c := range s.SteadyCPU {
