@@ -87,7 +87,10 @@ func sizeClasses() (map[uint64]uint64, error) {
 	return out, nil
 }
 
-type object struct{ addr, size uint64 }
+type object struct {
+	addr, size uint64
+	ptrs       bool // the dump lists pointer fields in it
+}
 
 type dump struct {
 	objects   []object          // in the dump's order: span by span
@@ -119,8 +122,8 @@ func read(path string) (*dump, error) {
 			return d, nil
 		case 1: // object: address, contents, pointer fields
 			addr := r.uint()
-			d.objects = append(d.objects, object{addr, r.skipBytes()})
-			r.fields()
+			size := r.skipBytes()
+			d.objects = append(d.objects, object{addr, size, r.fields() > 0})
 		case 2: // other root: description, address
 			r.skipBytes()
 			r.uint()
@@ -221,11 +224,14 @@ func (r *reader) string() string {
 	return string(b)
 }
 
-// fields skips a field list (kind, offset pairs up to kind 0).
-func (r *reader) fields() {
+// fields skips a field list (kind, offset pairs up to kind 0) and returns its length.
+func (r *reader) fields() int {
+	n := 0
 	for r.err == nil && r.uint() != 0 {
 		r.uint()
+		n++
 	}
+	return n
 }
 
 // generic matches the frames of the runtime and of the decoding, copying and collection code
@@ -293,16 +299,23 @@ type summary struct {
 	soleOwner        map[string]float64 // bytes of spans whose objects all have this owner
 	shared           float64            // bytes of spans whose objects have several owners
 	metadata         float64            // span tails the runtime reserves (mark bits, bitmaps)
+	sampledTail      int                // objects with a sample found in a span's tail: none, if slotsOf is right
+	unsampled        int                // objects without a sample (allocated before profiling began)
 	empty            float64            // spans in use with no object in them, tails aside
 }
 
 func (d *dump) summarize(classes map[uint64]uint64) *summary {
 	s := &summary{heapInuse: float64(d.heapInuse), bySite: map[string]usage{}, byOwner: map[string]usage{}, soleOwner: map[string]float64{}}
-	siteOf := func(addr uint64) string {
+	siteOf := func(x object) string {
 		// A sample names the address the allocation returned: past the object's 8-byte
-		// malloc header when it has one.
-		for _, a := range []uint64{addr, addr + 8} {
-			if b, ok := d.sampled[a]; ok {
+		// malloc header when it has one (a small object of over 512 bytes, with pointers).
+		// For an object of 512 bytes or less, addr+8 is the next object's, or the next
+		// span's first.
+		if b, ok := d.sampled[x.addr]; ok {
+			return d.sites[b]
+		}
+		if _, small := classes[x.size]; small && x.size > 512 {
+			if b, ok := d.sampled[x.addr+8]; ok {
 				return d.sites[b]
 			}
 		}
@@ -329,11 +342,20 @@ func (d *dump) summarize(classes map[uint64]uint64) *summary {
 		}
 		// The runtime's dump walks every slot of a span up to its end, and the slots past the
 		// span's last object (its reserved tail: Green Tea's mark bits, the pointer bitmap)
-		// come out as objects. They have no allocation sample: metadata, not objects.
+		// come out as objects: metadata, not objects.
 		objs := d.objects[i:j]
 		if small {
+			// A span holds objects with pointers or without; its sampled objects say which.
+			scan := slices.ContainsFunc(objs, func(x object) bool { return x.ptrs && siteOf(x) != "" })
+			n := slotsOf(o.size, spanBytes, scan)
 			objs = slices.DeleteFunc(slices.Clone(objs), func(x object) bool {
-				return siteOf(x.addr) == "" && base+spanBytes-x.addr <= spanReserveMax(o.size, spanBytes)
+				if (x.addr-base)/o.size < n {
+					return false
+				}
+				if siteOf(x) != "" {
+					s.sampledTail++ // cannot be: the rule is wrong for this span
+				}
+				return true
 			})
 		}
 		tail := float64(j-i-len(objs)) * float64(o.size)
@@ -348,7 +370,10 @@ func (d *dump) summarize(classes map[uint64]uint64) *summary {
 		free := (float64(spanBytes) - tail - n*float64(o.size)) / n
 		spanOwners := map[string]bool{}
 		for _, x := range objs {
-			st := siteOf(x.addr)
+			st := siteOf(x)
+			if st == "" {
+				s.unsampled++
+			}
 			u := s.bySite[st]
 			u.live += float64(x.size)
 			u.free += free
@@ -371,15 +396,20 @@ func (d *dump) summarize(classes map[uint64]uint64) *summary {
 	return s
 }
 
-// spanReserveMax is the most a span of objects of size bytes keeps at its end for the
-// runtime's own use (runtime/mheap.go, initSpan): Green Tea's inline mark bits
-// (spanInlineMarkBits, 128 bytes) and, in a span of objects with pointers, one bit a word of
-// pointer bitmap, for objects of up to 512 bytes (heapBitsInSpan).
-func spanReserveMax(size, spanBytes uint64) uint64 {
-	if size > 512 {
-		return 0
+// slotsOf is how many objects of size bytes a small-object span of spanBytes holds
+// (runtime/mheap.go, initSpan: nelems, with Green Tea): its end is kept for the runtime's
+// own use, for objects of up to 512 bytes (heapBitsInSpan): 128 bytes of inline mark bits
+// (spanInlineMarkBits) for objects of 16 bytes or more, and, where the objects have pointers,
+// a pointer bitmap of one bit a word.
+func slotsOf(size, spanBytes uint64, scan bool) uint64 {
+	var reserve uint64
+	if size <= 512 && size >= 16 {
+		reserve += 128
 	}
-	return 128 + spanBytes/64
+	if size <= 512 && scan {
+		reserve += spanBytes / 64
+	}
+	return (spanBytes - reserve) / size
 }
 
 // minus returns (s - base) / per.
@@ -391,6 +421,7 @@ func (s *summary) minus(base *summary, per float64) *summary {
 		bySite: diffMaps(s.bySite, base.bySite, sub), byOwner: diffMaps(s.byOwner, base.byOwner, sub),
 		soleOwner: diffMaps(s.soleOwner, base.soleOwner, subBytes), shared: subBytes(s.shared, base.shared),
 		metadata: subBytes(s.metadata, base.metadata), empty: subBytes(s.empty, base.empty),
+		sampledTail: s.sampledTail + base.sampledTail,
 	}
 }
 
@@ -414,6 +445,9 @@ func (s *summary) print(top int) {
 	}
 	fmt.Printf("heap in use %s (MemStats), spans found %s: live %s, free slots of spans in use %s\n", kib(s.heapInuse), kib(s.spans), kib(live), kib(free))
 	fmt.Printf("span tails the runtime keeps (mark bits, pointer bitmaps) %s; spans with no object in them %s\n", kib(s.metadata), kib(s.empty))
+	if s.sampledTail > 0 {
+		fmt.Printf("WARNING: %d objects with an allocation sample lie in what this tool takes for span tails: its slotsOf does not match this Go's runtime\n", s.sampledTail)
+	}
 	fmt.Printf("spans whose objects have several owners: %s\n\n", kib(s.shared))
 	fmt.Println("| owner | live | free slots beside it | spans it alone holds |")
 	fmt.Println("| --- | --- | --- | --- |")
