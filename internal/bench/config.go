@@ -63,10 +63,11 @@ type Config struct {
 	// SimSteady is the window over which the controller's CPU is measured
 	// once every simulated cluster is in sync (0 skips it). A fleet in sync
 	// still resyncs: every cluster once per --resync-period (10 min, jittered
-	// ±10%, from its last sync), so the window is longer than the period
-	// (11 min), and holds each cluster's first resync: the 2,000 clusters
-	// reach InSync over about two minutes, and their resyncs fall 9 to 11
-	// minutes after that, inside a window that opens once all are InSync.
+	// ±10%, from its last sync), so the window outlasts the longest period
+	// (12 min against 11), and holds each cluster's first resync: the 2,000
+	// clusters reach InSync over about two minutes, each resyncs 9 to 11
+	// minutes after its own sync, inside a window that opens once all are
+	// InSync. The goal's row fails a window shorter than 11 minutes.
 	// It also holds several of the GCs Go forces every 2 minutes at rest
 	// (about a second of CPU each at 2,000 clusters), which a window of 2
 	// minutes held or not, reading about 3% or 7%.
@@ -124,7 +125,7 @@ func DefaultConfig() Config {
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100, 250}, GrowthNodesSpokes: 10,
-		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, RestartTimeout: 3 * time.Minute, SimSteady: 11 * time.Minute, SimRSSCapMiB: 6144,
+		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimRSSCapMiB: 6144,
 		SimLargeRealSpokes: 20,
 		MaxRealSpokes:      50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,

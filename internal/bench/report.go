@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
@@ -446,15 +447,20 @@ func (r *Report) Judge() {
 		add(g)
 		cpuGoal := fmt.Sprintf("≤ %.0f%% of one core", goalSteadyCPUPercent)
 		if s.SteadyS == 0 {
-			add(Goal{Figure: "Controller CPU at 2,000 clusters in sync", Goal: cpuGoal, Skipped: true, Note: "skipped: -sim-steady 0"})
+			add(Goal{Figure: "Controller CPU at 2,000 clusters in sync", Goal: cpuGoal, Skipped: true, Note: "not measured (-sim-steady 0, or the controller could not be scraped)"})
 		} else {
+			// The resyncs are in the window only if it outlasts the longest jittered period.
+			longest := time.Duration(float64(fleet.DefaultResyncPeriod) * 1.1)
+			window := time.Duration(s.SteadyS * float64(time.Second))
 			g := Goal{Figure: fmt.Sprintf("Controller CPU at %d clusters in sync (simulated)", s.Clusters), Goal: cpuGoal,
-				Measured: fmt.Sprintf("%.1f%% of one core over %s, GC included; %.0f reconciles in it", s.SteadyCPUPercent, time.Duration(s.SteadyS*float64(time.Second)), s.SteadyReconciles),
-				Pass:     s.SteadyCPUPercent > 0 && s.SteadyCPUPercent <= goalSteadyCPUPercent && s.InSync == s.Clusters,
-				Note:     fmt.Sprintf("the window opens once all are InSync and is longer than the resync period (10 min ±10%%), so each cluster's safety-net resync falls in it (§4 says where the CPU goes); %s", r.gomemlimitNote())}
-			if s.SteadyCPUPercent > goalSteadyCPUPercent {
-				g.Note += "; " + ratioMiss(s.SteadyCPUPercent, goalSteadyCPUPercent)
+				Measured: fmt.Sprintf("%.1f%% of one core over %s, GC included; %.0f reconciles in it", s.SteadyCPUPercent, window, s.SteadyReconciles),
+				Pass:     s.SteadyCPUPercent > 0 && s.SteadyCPUPercent <= goalSteadyCPUPercent && s.InSync == s.Clusters && s.Clusters >= 2000 && window >= longest}
+			how := fmt.Sprintf("the window opens once all are InSync and outlasts the resync period (%s ±10%%), so each cluster's safety-net resync falls in it", fleet.DefaultResyncPeriod)
+			if window < longest {
+				how = fmt.Sprintf("the window is shorter than the resync period (%s ±10%%): not every resync falls in it, so this does not show the goal met", fleet.DefaultResyncPeriod)
 			}
+			g.Note = joinNotes(how+" (§4 says where the CPU goes)", r.gomemlimitNote(), ratioMiss(s.SteadyCPUPercent, goalSteadyCPUPercent),
+				ifStr(s.Clusters < 2000, "below the goal's 2,000 clusters"))
 			add(g)
 		}
 	}
@@ -648,7 +654,7 @@ func (r *Report) Markdown() string {
 		p("\nA least-squares line through the Nodes points splits a spoke's cost: **per connection** %.3f MiB RSS (%.3f anonymous), %.3f MiB heap in use (%.3f live), %.3f MiB stacks, %.1f goroutines; **per Node** (with its Machine and MachineSet share) %.1f KiB RSS (%.1f anonymous), %.1f KiB heap in use (%.1f live), %.2f KiB stacks.\n",
 			c.RSSMiB, c.AnonMiB, c.HeapMiB, c.LiveMiB, c.StackMiB, c.Goroutines, 1024*n.RSSMiB, 1024*n.AnonMiB, 1024*n.HeapMiB, 1024*n.LiveMiB, 1024*n.StackMiB)
 	}
-	p("\n## How to run\n\n`make bench` builds `hack/bench` into `_out/bench/bench` and runs it with the control plane from `hack/controlplane.sh`; it writes `_out/bench/report.md` and `_out/bench/report.json` and copies the Markdown here. Sizes are flags, passed with `BENCH_FLAGS`, e.g. `make bench BENCH_FLAGS='-idle 1m -max-real-spokes 0'` for a shorter run (the at-rest goals then show why they are not met: they need a window of at least 10 minutes spanning 3 resync periods); `_out/bench/bench -h` lists them (`-spokes`, `-nodes`, `-idle`, `-idle-resync`, `-reaction-samples`, `-growth-spokes`, `-growth-nodes`, `-sim-clusters`, `-sim-real-spokes`, `-sim-large-real-spokes`, `-max-real-spokes`, `-hub-qps`, `-spoke-qps`, ...). `go test ./int -run TestBenchPipeline` runs the same pipeline at tiny sizes. Controller logs of each step are in `_out/bench/controller-*.log`.\n")
+	p("\n## How to run\n\n`make bench` builds `hack/bench` into `_out/bench/bench` and runs it with the control plane from `hack/controlplane.sh`; it writes `_out/bench/report.md` and `_out/bench/report.json` and copies the Markdown here. Sizes are flags, passed with `BENCH_FLAGS`, e.g. `make bench BENCH_FLAGS='-idle 1m -sim-steady 2m -max-real-spokes 0'` for a shorter run (the at-rest goals and the in-sync CPU's then show why they are not met: they need windows that span the resyncs); `_out/bench/bench -h` lists them (`-spokes`, `-nodes`, `-idle`, `-idle-resync`, `-reaction-samples`, `-growth-spokes`, `-growth-nodes`, `-sim-clusters`, `-sim-real-spokes`, `-sim-large-real-spokes`, `-max-real-spokes`, `-hub-qps`, `-spoke-qps`, ...). `go test ./int -run TestBenchPipeline` runs the same pipeline at tiny sizes. Controller logs of each step are in `_out/bench/controller-*.log`.\n")
 	if len(r.Notes) > 0 {
 		p("\n## Notes\n\n")
 		for _, n := range r.Notes {

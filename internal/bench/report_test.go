@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,33 @@ func TestGOMEMLIMITNote(t *testing.T) {
 				t.Errorf("memoryLimitNote() = %q, want it to say %q", got, tc.limitNoteWants)
 			}
 		})
+	}
+}
+
+// The in-sync CPU row passes only on a window that outlasts the resync period, at the goal's
+// 2,000 clusters, under 5% of a core.
+func TestSteadyCPUGoal(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		clusters int
+		windowS  float64
+		percent  float64
+		pass     bool
+	}{
+		{"met", 2000, 720, 3, true},
+		{"over the goal", 2000, 720, 6, false},
+		{"a window without every resync", 2000, 120, 3, false},
+		{"too few clusters", 200, 720, 3, false},
+	} {
+		r := &Report{}
+		r.Sim.Clusters, r.Sim.InSync, r.Sim.SteadyS, r.Sim.SteadyCPUPercent = c.clusters, c.clusters, c.windowS, c.percent
+		r.Judge()
+		i := slices.IndexFunc(r.Goals, func(g Goal) bool { return strings.HasPrefix(g.Figure, "Controller CPU at") })
+		if i < 0 {
+			t.Fatalf("%s: no CPU row in %+v", c.name, r.Goals)
+		}
+		if g := r.Goals[i]; g.Pass != c.pass || g.Skipped {
+			t.Errorf("%s: %+v, want pass %v", c.name, g, c.pass)
+		}
 	}
 }
