@@ -28,7 +28,10 @@ type pointerSix struct {
 	n [5]int
 }
 
-var keptSixes []*pointerSix
+var (
+	keptSixes []*pointerSix
+	pointee   int // what their pointers point at
+)
 
 //go:noinline
 func allocateForTheTest() {
@@ -41,10 +44,10 @@ func allocateForTheTest() {
 //go:noinline
 func allocatePointerPairs() {
 	for i := range 2000 { // 32,000 bytes: spans of 16-byte objects, some filled to their end
-		keptPtrs = append(keptPtrs, &pointerPair{n: i})
+		keptPtrs = append(keptPtrs, &pointerPair{p: &pointee, n: i})
 	}
 	for i := range 2000 { // 96,000 bytes of 48-byte objects
-		keptSixes = append(keptSixes, &pointerSix{n: [5]int{i}})
+		keptSixes = append(keptSixes, &pointerSix{p: &pointee, n: [5]int{i}})
 	}
 }
 
