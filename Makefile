@@ -115,7 +115,7 @@ prometheus: ## Prove config/hub's alerts and dashboard: promtool check and unit 
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: ## Benchmarks on a local fleet (20 spokes × 50 Nodes, 50 real spokes, 2,000 simulated clusters, then again with 100 Nodes in each cache; about 50 min; shorter: BENCH_FLAGS="-idle 1m -sim-steady 2m -max-real-spokes 0"): writes _out/bench/report.{md,json} and docs/benchmarks.md.
+bench: ## Benchmarks on a local fleet (20 spokes × 50 Nodes, 50 real spokes, 2,000 simulated clusters, then again with 100 Nodes in each cache; about 57 min; shorter: BENCH_FLAGS="-idle 1m -sim-steady 2m -max-real-spokes 0"): writes _out/bench/report.{md,json} and docs/benchmarks.md.
 	@mkdir -p _out/bench
 	$(GO) build -ldflags '$(LDFLAGS)' -o _out/bench/bench ./hack/bench
 	KUBEBUILDER_ASSETS="$(ASSETS)" _out/bench/bench -command "make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BENCH_FLAGS)
