@@ -490,6 +490,24 @@ func deploymentMemoryLimit(rendered []byte) (int64, error) {
 	return q.Value(), nil
 }
 
+// shippedResync is the --resync-period of a controller run with args, as its own flag set
+// reads them: the Deployment's value, or the binary's default.
+func shippedResync(args []string) (time.Duration, error) {
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	var rc fleet.RunConfig
+	rc.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 0, fmt.Errorf("config/hub's controller args: %w", err)
+	}
+	return rc.Options.ResyncPeriod, nil
+}
+
+// reconcilesBetween is how many reconciles the fleet controller ran between two scrapes.
+func reconcilesBetween(before, after Samples) float64 {
+	rec := map[string]string{"controller": "fleet"}
+	return after.Sum("controller_runtime_reconcile_total", rec) - before.Sum("controller_runtime_reconcile_total", rec)
+}
+
 // deploymentArgs returns the manager container's args in config/hub's
 // rendered Deployment, without the subcommand and the bind addresses (the
 // benchmark picks free ports), plus the Lease namespace a pod would take from

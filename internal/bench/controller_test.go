@@ -5,12 +5,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	hub "github.com/openshift/hub-node-metadata/config/hub"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 // The benchmark's controller gets what config/hub's manager container gets: its args (less
@@ -65,5 +67,24 @@ func TestDeploymentArgsAndEnvComeFromConfigHub(t *testing.T) {
 	}
 	if _, err := deploymentEnv(withEnv(corev1.EnvVar{Name: "FROM_SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k"}}})); err == nil || !strings.Contains(err.Error(), "FROM_SECRET") {
 		t.Errorf("deploymentEnv with a valueFrom variable: %v, want a refusal naming it", err)
+	}
+}
+
+// The resync period the CPU row judges by is the one the controller's own flag set reads from
+// the Deployment's args.
+func TestShippedResync(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"--leader-elect"}, fleet.DefaultResyncPeriod},
+		{[]string{"--leader-elect", "--resync-period=3m"}, 3 * time.Minute},
+	} {
+		if got, err := shippedResync(c.args); err != nil || got != c.want {
+			t.Errorf("shippedResync(%q) = %s, %v; want %s", c.args, got, err, c.want)
+		}
+	}
+	if _, err := shippedResync([]string{"--no-such-flag"}); err == nil {
+		t.Error("shippedResync took a flag the binary does not have")
 	}
 }

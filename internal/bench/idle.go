@@ -80,8 +80,7 @@ func (b *bench) idle(ctx context.Context, spokes []*localfleet.Spoke) error {
 	}
 	id.Patched = after.Sum("hub_node_metadata_patches_total", map[string]string{"result": "Patched"}) - before.Sum("hub_node_metadata_patches_total", map[string]string{"result": "Patched"})
 	// Reconciles in the window: the resyncs happened, and cost what they cost.
-	rec := map[string]string{"controller": "fleet"}
-	id.Reconciles = after.Sum("controller_runtime_reconcile_total", rec) - before.Sum("controller_runtime_reconcile_total", rec)
+	id.Reconciles = reconcilesBetween(before, after)
 	id.HeapReleases = after.Sum("hub_node_metadata_heap_releases_total", nil) - before.Sum("hub_node_metadata_heap_releases_total", nil)
 	id.Clusters = int(after.Sum("hub_node_metadata_clusters", nil))
 	time.Sleep(time.Second) // the audit backend has written the window's last entries

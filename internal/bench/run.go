@@ -140,6 +140,9 @@ func (b *bench) main(ctx context.Context) error {
 		return err
 	}
 	b.rep.Config.DeployEnv = b.deployEnv
+	if b.rep.Config.ResyncPeriod, err = shippedResync(b.deployArgs); err != nil {
+		return err
+	}
 	b.rep.Config.DeployArgs, b.rep.Config.Overrides = b.deployArgs, append(b.overrides(), b.envOverrides()...)
 	user, err := f.InstallControllerIdentity(ctx, rendered)
 	if err != nil {

@@ -147,8 +147,7 @@ func (b *bench) sim(ctx context.Context) {
 		if after, err := proc.scrape(); err == nil {
 			s.SteadyS = b.cfg.SimSteady.Seconds()
 			s.SteadyCPUPercent = 100 * (after.Sum("process_cpu_seconds_total", nil) - before.Sum("process_cpu_seconds_total", nil)) / b.cfg.SimSteady.Seconds()
-			rec := map[string]string{"controller": "fleet"}
-			s.SteadyReconciles = after.Sum("controller_runtime_reconcile_total", rec) - before.Sum("controller_runtime_reconcile_total", rec)
+			s.SteadyReconciles = reconcilesBetween(before, after)
 			b.logf("sim: in sync, %.1f%% CPU over %s, %.0f reconciles", s.SteadyCPUPercent, b.cfg.SimSteady, s.SteadyReconciles)
 		}
 	}
