@@ -345,8 +345,10 @@ func (d *dump) summarize(classes map[uint64]uint64) *summary {
 		// come out as objects: metadata, not objects.
 		objs := d.objects[i:j]
 		if small {
-			// A span holds objects with pointers or without; its sampled objects say which.
-			scan := slices.ContainsFunc(objs, func(x object) bool { return x.ptrs && siteOf(x) != "" })
+			// A span holds objects with pointers or without. The slots before the longest
+			// tail are objects in either case, and theirs say which.
+			real := slotsOf(o.size, spanBytes, true)
+			scan := slices.ContainsFunc(objs, func(x object) bool { return x.ptrs && (x.addr-base)/o.size < real })
 			n := slotsOf(o.size, spanBytes, scan)
 			objs = slices.DeleteFunc(slices.Clone(objs), func(x object) bool {
 				if (x.addr-base)/o.size < n {
@@ -421,7 +423,7 @@ func (s *summary) minus(base *summary, per float64) *summary {
 		bySite: diffMaps(s.bySite, base.bySite, sub), byOwner: diffMaps(s.byOwner, base.byOwner, sub),
 		soleOwner: diffMaps(s.soleOwner, base.soleOwner, subBytes), shared: subBytes(s.shared, base.shared),
 		metadata: subBytes(s.metadata, base.metadata), empty: subBytes(s.empty, base.empty),
-		sampledTail: s.sampledTail + base.sampledTail,
+		sampledTail: s.sampledTail + base.sampledTail, unsampled: s.unsampled - base.unsampled,
 	}
 }
 
