@@ -3,7 +3,6 @@ package int_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,7 +20,7 @@ func TestBenchPipeline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "bench")
-	if out, err := exec.Command("go", "build", "-o", bin, "../hack/bench").CombinedOutput(); err != nil {
+	if out, err := goBuild(bin, "../hack/bench"); err != nil {
 		t.Fatalf("go build ./hack/bench: %v\n%s", err, out)
 	}
 	cfg := bench.DefaultConfig()

@@ -44,8 +44,17 @@ func (b *builtOnce) get(t *testing.T, build func() (string, error)) string {
 
 var controllerBin builtOnce
 
-// controllerBinary builds cmd/hub-controller once per test process (with the
-// test build's flags, so that it reuses the build cache).
+// goBuild builds pkg into out as `make build` builds the shipped binary:
+// without cgo (a static binary; the net package's pure-Go resolver).
+func goBuild(out, pkg string) ([]byte, error) {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd.CombinedOutput()
+}
+
+// controllerBinary builds cmd/hub-controller once per test process, as it
+// ships (goBuild; TestBenchPipeline builds hack/bench so too, and the two
+// share their packages in the build cache).
 func controllerBinary(t *testing.T) string {
 	return controllerBin.get(t, func() (string, error) {
 		dir, err := os.MkdirTemp("", "hub-controller-bin-")
@@ -53,7 +62,7 @@ func controllerBinary(t *testing.T) string {
 			return "", err
 		}
 		path := filepath.Join(dir, "hub-controller")
-		if out, err := exec.Command("go", "build", "-o", path, "../cmd/hub-controller").CombinedOutput(); err != nil {
+		if out, err := goBuild(path, "../cmd/hub-controller"); err != nil {
 			return "", fmt.Errorf("go build: %w\n%s", err, out)
 		}
 		return path, nil
