@@ -452,14 +452,17 @@ func (c *Manager) setStatusLocked(e *entry, connected bool, reason Reason, messa
 // disconnectLocked stops e's worker (its resources are released in the background), closes the
 // live Spoke so holders fail fast, and records the status. It never blocks.
 func (c *Manager) disconnectLocked(e *entry, reason Reason, message string, isError bool) {
-	if e.worker != nil {
-		e.worker.cancel()
-		e.worker = nil
-	}
+	// The Spoke is closed with this reason before the worker is cancelled: a Spoke keeps the
+	// first reason it is closed with, and the cancelled worker closes it too, with its own
+	// ("stopping"), as soon as it sees its context done, without this lock.
 	wasConnected := e.live != nil
 	if e.live != nil {
 		e.live.spoke.close(reason, message)
 		e.live = nil // the worker owns it and closes it
+	}
+	if e.worker != nil {
+		e.worker.cancel()
+		e.worker = nil
 	}
 	e.attemptKey = connKey{}
 	if isError && e.status.Reason != reason {
