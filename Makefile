@@ -60,7 +60,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5000 executions) over the co
 	done
 
 # The tests build the binary as it ships (without cgo) and run it; `build`
-# first compiles its packages so, outside any test's deadline.
+# compiles its packages that way first, outside any test's deadline.
 #
 # Integration tests run INT_PARALLEL at a time: each starts its own hub and
 # spokes and spends most of its time waiting on them (a sequential run keeps
