@@ -153,10 +153,15 @@ func TestBenchPipeline(t *testing.T) {
 	if len(rep.Goals) < 8 {
 		t.Errorf("goals: %+v", rep.Goals)
 	}
-	// The in-sync CPU of the simulated fleet has a goal row of its own, measured over the window.
+	// The in-sync CPU of the simulated fleet has a goal row of its own, measured over the window,
+	// which runs under the CPU profiler. 20 clusters in sync can use less than the 10 ms that
+	// process_cpu_seconds_total counts in over 3 s, so 0% is a measurement here.
 	cpuRow := slices.IndexFunc(rep.Goals, func(g bench.Goal) bool { return strings.HasPrefix(g.Figure, "Controller CPU at 20 clusters in sync") })
-	if s := rep.Sim; s.SteadyS != 3 || s.SteadyCPUPercent <= 0 || cpuRow < 0 || rep.Goals[cpuRow].Skipped {
+	if s := rep.Sim; s.SteadyS != 3 || s.SteadyCPUPercent < 0 || cpuRow < 0 || rep.Goals[cpuRow].Skipped {
 		t.Errorf("in-sync CPU: %.0f s, %.2f%%, goal row %d of %+v", s.SteadyS, s.SteadyCPUPercent, cpuRow, rep.Goals)
+	}
+	if fi, err := os.Stat(filepath.Join(cfg.OutDir, "controller-steady-cpu.pprof")); err != nil || fi.Size() == 0 {
+		t.Errorf("in-sync CPU profile: %v", err)
 	}
 	md := rep.Markdown()
 	for _, h := range []string{"## Goals", "## 1. Write cost", "## 1a. At rest", "## 1b. Restart and failover", "## 1c. Dead spokes", "## 2. Convergence", "## 3. Reaction", "## 4. Hub memory", "## 5. Isolation", "## 6. Cost growth"} {
