@@ -46,12 +46,10 @@ import (
 // the hub's audit log tells the processes of a failover apart. The benchmark
 // runs it as a separate process so that its RSS is the controller's alone.
 func ControllerMain(args []string) error {
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	fs, rc := controllerFlags()
 	kubeconfig := fs.String("kubeconfig", "", "hub kubeconfig")
 	memAddr := fs.String("memstats-bind-address", "127.0.0.1:0", "memstats endpoint (bench only)")
 	logPath := fs.String("log", "", "log file (bench only; default: stderr)")
-	var rc fleet.RunConfig
-	rc.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -490,12 +488,19 @@ func deploymentMemoryLimit(rendered []byte) (int64, error) {
 	return q.Value(), nil
 }
 
+// controllerFlags is the controller's flag set: hub-controller run's (fleet.RunConfig), to
+// which ControllerMain adds its own.
+func controllerFlags() (*flag.FlagSet, *fleet.RunConfig) {
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	rc := &fleet.RunConfig{}
+	rc.BindFlags(fs)
+	return fs, rc
+}
+
 // shippedResync is the --resync-period of a controller run with args, as its own flag set
 // reads them: the Deployment's value, or the binary's default.
 func shippedResync(args []string) (time.Duration, error) {
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	var rc fleet.RunConfig
-	rc.BindFlags(fs)
+	fs, rc := controllerFlags()
 	if err := fs.Parse(args); err != nil {
 		return 0, fmt.Errorf("config/hub's controller args: %w", err)
 	}
