@@ -153,11 +153,11 @@ func TestBenchPipeline(t *testing.T) {
 	if len(rep.Goals) < 8 {
 		t.Errorf("goals: %+v", rep.Goals)
 	}
-	// The in-sync CPU of the simulated fleet has a goal row of its own, measured over the window,
-	// which runs under the CPU profiler. 20 clusters in sync can use less than the 10 ms that
-	// process_cpu_seconds_total counts in over 3 s, so 0% is a measurement here.
+	// The in-sync CPU of the simulated fleet has a goal row of its own, measured over the window
+	// (to the nanosecond: a few ms of CPU over 3 s are more than 0%), which runs under the CPU
+	// profiler.
 	cpuRow := slices.IndexFunc(rep.Goals, func(g bench.Goal) bool { return strings.HasPrefix(g.Figure, "Controller CPU at 20 clusters in sync") })
-	if s := rep.Sim; s.SteadyS != 3 || s.SteadyCPUPercent < 0 || cpuRow < 0 || rep.Goals[cpuRow].Skipped {
+	if s := rep.Sim; s.SteadyS != 3 || s.SteadyCPUPercent <= 0 || cpuRow < 0 || rep.Goals[cpuRow].Skipped {
 		t.Errorf("in-sync CPU: %.0f s, %.2f%%, goal row %d of %+v", s.SteadyS, s.SteadyCPUPercent, cpuRow, rep.Goals)
 	}
 	if fi, err := os.Stat(filepath.Join(cfg.OutDir, "controller-steady-cpu.pprof")); err != nil || fi.Size() == 0 {

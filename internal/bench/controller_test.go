@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -86,5 +89,25 @@ func TestShippedResync(t *testing.T) {
 	}
 	if _, err := shippedResync([]string{"--no-such-flag"}); err == nil {
 		t.Error("shippedResync took a flag the binary does not have")
+	}
+}
+
+// A process's CPU time is read to the nanosecond, not in the 10 ms clock ticks of
+// /proc/<pid>/stat: a few ms of work show, and not as a whole number of ticks.
+func TestProcCPUSecondsIsFinerThanATick(t *testing.T) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	pid := os.Getpid()
+	before := procCPUSeconds(fs, pid)
+	var x uint64
+	for start := time.Now(); time.Since(start) < 3*time.Millisecond; {
+		x++
+	}
+	after := procCPUSeconds(fs, pid)
+	ticks := func(s float64) bool { return math.Mod(math.Round(s*1e9), 1e7) == 0 }
+	if got := after - before; got <= 0 || got > 1 || ticks(before) && ticks(after) {
+		t.Errorf("3 ms of work read as %.6f s of CPU (from %.9f to %.9f, %d loops)", got, before, after, x)
 	}
 }
