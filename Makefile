@@ -18,6 +18,9 @@ ASSETS = $(shell hack/controlplane.sh)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/openshift/hub-node-metadata/pkg/version.Version=$(VERSION) -X github.com/openshift/hub-node-metadata/pkg/version.Commit=$(COMMIT)
+# How the shipped binary is built: without cgo (static; the net package's pure-Go
+# resolver). int/binary_test.go's goBuild builds the binaries the tests run the same way.
+GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
 .DEFAULT_GOAL := help
 
@@ -27,7 +30,7 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build bin/hub-controller (static, version from git).
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/hub-controller ./cmd/hub-controller
+	$(GOBUILD) -o bin/hub-controller ./cmd/hub-controller
 
 .PHONY: controlplane
 controlplane: ## Build kube-apiserver and etcd for tests into .cache/ (once per version).
@@ -124,5 +127,5 @@ BENCH_FLAGS ?=
 .PHONY: bench
 bench: ## Benchmarks on a local fleet (20 spokes × 50 Nodes, 50 real spokes, 2,000 simulated clusters, then again with 100 Nodes in each cache; about an hour; shorter: BENCH_FLAGS="-idle 1m -sim-steady 2m -max-real-spokes 0"): writes _out/bench/report.{md,json} and docs/benchmarks.md.
 	@mkdir -p _out/bench
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o _out/bench/bench ./hack/bench
+	$(GOBUILD) -o _out/bench/bench ./hack/bench
 	KUBEBUILDER_ASSETS="$(ASSETS)" _out/bench/bench -command "make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BENCH_FLAGS)

@@ -44,8 +44,8 @@ func (b *builtOnce) get(t *testing.T, build func() (string, error)) string {
 
 var controllerBin builtOnce
 
-// goBuild builds pkg into out as `make build` builds the shipped binary:
-// without cgo (a static binary; the net package's pure-Go resolver).
+// goBuild builds pkg into out as `make build` builds the shipped binary (the
+// Makefile's GOBUILD): without cgo (a static binary; the pure-Go resolver).
 func goBuild(out, pkg string) ([]byte, error) {
 	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
