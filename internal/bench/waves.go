@@ -239,7 +239,8 @@ func (b *bench) runWave(ctx context.Context, proc *controllerProc, changed, meas
 		w.ConvergenceMs = math.Max(w.ConvergenceMs, v)
 	}
 	time.Sleep(2 * time.Second) // late writes, if any, are counted too
-	w.ControllerCPUs, _ = markCPU(proc).since(cpu0) // before the scrape, which costs the controller CPU of its own
+	// CPU is read before the scrape, which costs the controller CPU of its own.
+	w.ControllerCPUs, _ = markCPU(proc).since(cpu0)
 	after, err := proc.scrape()
 	if err != nil {
 		return w, err
