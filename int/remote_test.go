@@ -2,6 +2,7 @@ package int_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"runtime"
 	"strings"
@@ -252,7 +253,12 @@ func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cycle := func() {
+	hibernating := cd.DeepCopy()
+	hibernating.Spec.PowerState = hivev1.ClusterPowerStateHibernating
+	// Each cycle disconnects while a Spoke is held, by turns as the cluster hibernates and as it
+	// is forgotten. The held Spoke fails with the disconnect's own reason, not the one its
+	// worker closes it with as it stops ("Connecting"), whichever of the two runs first.
+	cycle := func(i int) {
 		cache.Ensure(ctx, cd)
 		waitFor(t, "", 30*time.Second, func() bool { return cache.Status(s.Key()).Connected })
 		sp, err := cache.GetSpoke(s.Key())
@@ -262,14 +268,22 @@ func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
 		if err := sp.List(ctx, &hivev1.MachinePoolList{}); err == nil {
 			t.Fatal("the spoke handle served a kind outside its allow-list")
 		}
+		want := remote.ReasonNotEnsured
+		if i%2 == 1 {
+			want = remote.ReasonHibernating
+			cache.Ensure(ctx, hibernating)
+		}
 		cache.Forget(s.Key())
+		if err := sp.List(ctx, &corev1.NodeList{}); !errors.Is(err, remote.ErrNotConnected) || remote.ReasonOf(err) != want {
+			t.Fatalf("cycle %d: the held Spoke after the disconnect: err=%v reason=%q, want %q", i, err, remote.ReasonOf(err), want)
+		}
 	}
-	for range 5 { // warm up pools and caches
-		cycle()
+	for i := range 5 { // warm up pools and caches
+		cycle(i)
 	}
 	g0, h0 := settle()
-	for range 100 {
-		cycle()
+	for i := range 100 {
+		cycle(i)
 	}
 	g1, h1 := settle()
 	t.Logf("100 connect/disconnect cycles: goroutines %d -> %d, heap %.1f -> %.1f MiB", g0, g1, float64(h0)/(1<<20), float64(h1)/(1<<20))
