@@ -170,7 +170,7 @@ type RestartCase struct {
 	ControllerCPUS float64 `json:"controllerCPUSeconds"`
 	MachineBusyPct float64 `json:"machineBusyPercent"`
 	// Spoke is what the spokes' audit logs recorded of the hub's credential over the same
-	// span (the probes, streaming lists, lists and watches of the connects); SpokePerCluster
+	// span (the probes, lists and watches of the connects); SpokePerCluster
 	// is all of it per simulated cluster.
 	Spoke           AuditCounts `json:"spokeRequests"`
 	SpokePerCluster float64     `json:"spokeRequestsPerCluster"`

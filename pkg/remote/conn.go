@@ -39,9 +39,8 @@ type conn struct {
 	cacheDone   chan struct{}
 }
 
-// newConn builds the connection from a prepared config. It does no I/O. listOnly is the
-// cluster's: whether its spoke is known to refuse streaming lists (nil: not known).
-func (c *Manager) newConn(cluster types.NamespacedName, p *prepared, listOnly *atomic.Bool) (*conn, error) {
+// newConn builds the connection from a prepared config. It does no I/O.
+func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, error) {
 	cn := &conn{
 		key:        p.key,
 		server:     p.cfg.Host,
@@ -84,7 +83,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared, listOnly *a
 	cn.http = &http.Client{Transport: hc.Transport, Timeout: c.opts.RequestTimeout, CheckRedirect: noRedirect}
 	cacheHTTP := &http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}
 
-	cc, err := newSpokeCache(cfg, cacheHTTP, c.codecs, c.log, cluster.String(), listOnly, func() {
+	cc, err := newSpokeCache(cfg, cacheHTTP, c.codecs, c.log, cluster.String(), func() {
 		if cn.spoke.check() == nil {
 			c.notifyKey(cluster)
 		}

@@ -78,7 +78,7 @@ func TestConnTransportIsPrivateWithoutHeaderTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cn, err := NewManager(hubReader(), fastOptions()).newConn(types.NamespacedName{Namespace: testNamespace, Name: testCDName}, p, nil)
+	cn, err := NewManager(hubReader(), fastOptions()).newConn(types.NamespacedName{Namespace: testNamespace, Name: testCDName}, p)
 	if err != nil {
 		t.Fatal(err)
 	}

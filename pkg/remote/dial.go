@@ -24,7 +24,7 @@ func DialReader(ctx context.Context, secrets client.Reader, cd *hivev1.ClusterDe
 	if err != nil {
 		return nil, nil, &notConnectedError{cluster: key.String(), reason: classify(err), message: err.Error()}
 	}
-	cn, err := NewManager(secrets, opts).newConn(key, p, nil) // never started: only its shared parts are used
+	cn, err := NewManager(secrets, opts).newConn(key, p) // never started: only its shared parts are used
 	if err != nil {
 		return nil, nil, &notConnectedError{cluster: key.String(), reason: classify(err), message: err.Error()}
 	}

@@ -79,15 +79,12 @@
 //
 // Each spoke costs one transport (one HTTP/2 connection), one REST client per kind and one cache: a
 // list-and-watch loop per kind (Nodes; Machines and MachineSets in openshift-machine-api) feeding a
-// compact store. A loop fills its store with a streaming list (a watch with sendInitialEvents,
-// whose initial events end with a bookmark) and watches on in the same stream, so a connect sends a
-// spoke four requests (the probe and a watch a kind) instead of seven, and costs its API server
-// about a third less CPU; a spoke that refuses streaming lists (Kubernetes 1.33 turns the WatchList
-// feature off by default) is listed and then watched, on that connection and its later ones, and
-// one that goes 10 s without an event before their end (one before 1.27 ignores the parameter) on
-// that connection. Changes that come before the end apply to the initial objects. The kinds' REST
-// clients serve the cache and the Spoke's live reads and patches alike; a patch's answer is
-// checked, not decoded, and asks for the object's metadata only. A protobuf watch (Nodes,
+// compact store. A loop lists its kind and then watches it from the list's resourceVersion, so a
+// connect sends a spoke seven requests (the probe, a list and a watch a kind). A streaming list
+// (a watch with sendInitialEvents) would take four, but costs the spoke's API server more CPU: it
+// writes and converts the objects one watch event at a time (kindLoop says by how much). The
+// kinds' REST clients serve the cache and the Spoke's live reads and patches alike; a patch's
+// answer is checked, not decoded, and asks for the object's metadata only. A protobuf watch (Nodes,
 // MachineSets) reads each event into a buffer borrowed from a pool every spoke shares, not into one
 // per watch grown to the largest event (a real Node with its images is tens of KiB). A watch
 // request carries the user agent and bearer token itself, so client-go's transport wrappers pass it

@@ -45,8 +45,8 @@ type fakeSpoke struct {
 	mu                              sync.Mutex
 	paths                           map[string]int // method + path -> count
 	conns                           atomic.Int64   // TCP connections accepted
-	noStreaming                     atomic.Bool    // refuse streaming lists (sendInitialEvents)
-	lists, streams                  atomic.Int64   // lists, and streaming lists (refused or not)
+	lists, watches                  atomic.Int64   // lists, and watches
+	streams                         atomic.Int64   // watches that asked for sendInitialEvents
 }
 
 func newFakeSpoke(t *testing.T, token string) *fakeSpoke {
@@ -125,33 +125,14 @@ const fakeNode = `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","uid"
 	`"spec":{"providerID":"aws:///i-1","podCIDR":"10.0.0.0/24","taints":[{"key":"k","effect":"NoSchedule"}]},` +
 	`"status":{"capacity":{"cpu":"4"},"conditions":[{"type":"Ready","status":"True"}]}}`
 
-// serveWatch holds a watch open until the client goes. A streaming list (sendInitialEvents)
-// first gets the kind's objects as ADDED events and the bookmark that ends them, as a
-// kube-apiserver sends them, or 422 Invalid when noStreaming is set (a server without the
-// WatchList feature).
+// serveWatch holds a watch open until the client goes.
 func (f *fakeSpoke) serveWatch(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Get("sendInitialEvents") == "true" {
+	f.watches.Add(1)
+	if r.URL.Query().Has("sendInitialEvents") {
 		f.streams.Add(1)
-		if f.noStreaming.Load() {
-			writeStatus(w, http.StatusUnprocessableEntity, string(metav1.StatusReasonInvalid))
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		end := `"metadata":{"resourceVersion":"10","annotations":{"` + metav1.InitialEventsAnnotationKey + `":"true"}}}}`
-		switch {
-		case r.URL.Path == "/api/v1/nodes":
-			fmt.Fprintln(w, `{"type":"ADDED","object":`+fakeNode+`}`)
-			fmt.Fprintln(w, `{"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1",`+end)
-		case strings.HasSuffix(r.URL.Path, "/machines"):
-			fmt.Fprintln(w, `{"type":"BOOKMARK","object":{"kind":"Machine","apiVersion":"machine.openshift.io/v1beta1",`+end)
-		default:
-			fmt.Fprintln(w, `{"type":"BOOKMARK","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",`+end)
-		}
-	} else {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
 	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
 	w.(http.Flusher).Flush()
 	<-r.Context().Done()
 }

@@ -3,16 +3,12 @@ package remote
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	goruntime "runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,16 +45,6 @@ func (s *scriptedEvents) Decode() (watch.EventType, runtime.Object, error) {
 
 func (s *scriptedEvents) Close() { s.closed = true }
 
-// blockedEvents is a watch that sends nothing until its request is cancelled.
-type blockedEvents struct{ ctx context.Context }
-
-func (b *blockedEvents) Decode() (watch.EventType, runtime.Object, error) {
-	<-b.ctx.Done()
-	return "", nil, b.ctx.Err()
-}
-
-func (b *blockedEvents) Close() {}
-
 // TestKindLoop drives a loop through lists and watches answered from a script, and checks
 // the requests it makes (list or watch, at which resourceVersion), what the store holds, and
 // when it waits.
@@ -69,133 +55,20 @@ func TestKindLoop(t *testing.T) {
 	}
 	expired := apierrors.NewResourceExpired("too old resource version")
 	type answer struct {
-		list    *corev1.NodeList
-		events  *scriptedEvents
-		blocked bool // a watch that sends nothing until it is cancelled
-		err     error
+		list   *corev1.NodeList
+		events *scriptedEvents
+		err    error
 	}
-	end := node("", "10", nil)
-	end.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
-	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "", nil)
 	tests := []struct {
 		name    string
 		answers []answer
-		// stream: the loop starts with streaming lists (as it runs); otherwise it lists.
-		stream bool
-		// want is the requests, as "list@rv", "watch@rv" or "stream@rv" (a streaming list);
-		// the last one, past the script, ends the test.
+		// want is the requests, as "list@rv" or "watch@rv"; the last one, past the script,
+		// ends the test.
 		want      []string
 		wantNames []string
 		// wantWaits is how many backoff waits the loop took.
 		wantWaits int
-		// wantListOnly: the loop left the spoke marked as one that does not stream lists.
-		wantListOnly bool
 	}{{
-		name:   "changes before the end of the initial events apply to them, as client-go's watch-list applies them",
-		stream: true,
-		answers: []answer{
-			{events: &scriptedEvents{events: []watch.Event{
-				{Type: watch.Added, Object: node("a", "5", nil)},
-				{Type: watch.Added, Object: node("b", "6", nil)},
-				{Type: watch.Modified, Object: node("a", "7", map[string]string{"x": "1"})},
-				{Type: watch.Deleted, Object: node("b", "8", nil)},
-				{Type: watch.Added, Object: node("c", "9", nil)},
-				{Type: watch.Bookmark, Object: end},
-				{Type: watch.Modified, Object: node("c", "11", nil)},
-			}, err: io.EOF}},
-		},
-		want:      []string{"stream@0", "watch@11"},
-		wantNames: []string{"a", "c"},
-	}, {
-		name:   "a streamed watch that expires streams again at once, from a quorum read",
-		stream: true,
-		answers: []answer{
-			{events: &scriptedEvents{events: []watch.Event{
-				{Type: watch.Added, Object: node("a", "5", nil)},
-				{Type: watch.Bookmark, Object: end},
-				{Type: watch.Error, Object: &expired.ErrStatus},
-			}}},
-			{events: &scriptedEvents{events: []watch.Event{
-				{Type: watch.Added, Object: node("d", "21", nil)},
-				{Type: watch.Bookmark, Object: end},
-				{Type: watch.Modified, Object: node("d", "22", nil)},
-			}, err: io.EOF}},
-		},
-		want:      []string{"stream@0", "stream@", "watch@22"},
-		wantNames: []string{"d"},
-	}, {
-		name:   "a streaming list refused with 400 lists on this connection, without marking the spoke",
-		stream: true,
-		answers: []answer{
-			{err: apierrors.NewBadRequest("bad")},
-			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
-		},
-		want:      []string{"stream@0", "list@0", "watch@10"},
-		wantNames: []string{"a"},
-	}, {
-		name:   "a streaming list fills the store at the end of its initial events and goes on watching on the same stream",
-		stream: true,
-		answers: []answer{
-			{events: &scriptedEvents{events: []watch.Event{
-				{Type: watch.Added, Object: node("a", "9", nil)},
-				{Type: watch.Added, Object: node("b", "8", nil)},
-				{Type: watch.Bookmark, Object: node("", "9", nil)}, // not the end yet
-				{Type: watch.Bookmark, Object: end},
-				{Type: watch.Deleted, Object: node("b", "12", nil)},
-			}, err: io.EOF}},
-			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Added, Object: node("c", "13", nil)}}, err: io.EOF}},
-		},
-		want:      []string{"stream@0", "watch@12", "watch@13"},
-		wantNames: []string{"a", "c"},
-	}, {
-		name:   "a streaming list slower in all than the timeout, but never silent that long, is not given up",
-		stream: true,
-		answers: []answer{
-			{events: &scriptedEvents{delay: 20 * time.Millisecond, events: []watch.Event{
-				{Type: watch.Added, Object: node("a", "9", nil)},
-				{Type: watch.Added, Object: node("b", "8", nil)},
-				{Type: watch.Added, Object: node("c", "7", nil)},
-				{Type: watch.Added, Object: node("d", "6", nil)},
-				{Type: watch.Bookmark, Object: end},
-				{Type: watch.Modified, Object: node("d", "11", nil)},
-			}, err: io.EOF}},
-		},
-		want:      []string{"stream@0", "watch@11"},
-		wantNames: []string{"a", "b", "c", "d"},
-	}, {
-		name:   "a streaming list refused as invalid (no WatchList on the server) lists at once, then for good",
-		stream: true,
-		answers: []answer{
-			{err: invalid},
-			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
-			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
-			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "20"}, Items: []corev1.Node{*node("c", "19", nil)}}},
-		},
-		want:         []string{"stream@0", "list@0", "watch@10", "list@", "watch@20"},
-		wantNames:    []string{"c"},
-		wantListOnly: true,
-	}, {
-		name:   "a streaming list whose initial events do not end in time (a server that ignores sendInitialEvents) lists instead",
-		stream: true,
-		answers: []answer{
-			{blocked: true},
-			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
-		},
-		want:      []string{"stream@0", "list@0", "watch@10"},
-		wantNames: []string{"a"},
-	}, {
-		name:   "a stream that ends before its initial events do backs off and streams again; one that ends right after them (no event of its own) too; an expired watch streams from a quorum read",
-		stream: true,
-		answers: []answer{
-			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Added, Object: node("a", "9", nil)}}, err: io.EOF}},
-			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Bookmark, Object: end}}, err: io.ErrUnexpectedEOF}},
-			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
-			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Added, Object: node("d", "21", nil)}, {Type: watch.Bookmark, Object: end}}, err: io.EOF}},
-		},
-		want:      []string{"stream@0", "stream@0", "watch@10", "stream@", "watch@10"},
-		wantNames: []string{"d"},
-		wantWaits: 3,
-	}, {
 		name: "list, watch, re-watch from the last event and bookmark",
 		answers: []answer{
 			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("a", "9", nil)}}},
@@ -273,9 +146,7 @@ func TestKindLoop(t *testing.T) {
 				return tt.answers[len(got)-1]
 			}
 			st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
-			listOnly := new(atomic.Bool)
-			listOnly.Store(!tt.stream)
-			l := &kindLoop{store: st, clock: clk, listOnly: listOnly, initialTimeout: 50 * time.Millisecond,
+			l := &kindLoop{store: st, clock: clk,
 				list: listItems(func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					a := next("list@" + o.ResourceVersion)
 					if a.err != nil {
@@ -290,19 +161,12 @@ func TestKindLoop(t *testing.T) {
 					if !o.AllowWatchBookmarks || o.TimeoutSeconds == nil || *o.TimeoutSeconds < int64(watchTimeoutMin.Seconds()) {
 						t.Errorf("watch options %+v: want bookmarks and a timeout of at least %s", o, watchTimeoutMin)
 					}
-					req := "watch@"
-					if o.SendInitialEvents != nil && *o.SendInitialEvents {
-						req = "stream@"
-						if o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
-							t.Errorf("streaming list options %+v: want resourceVersionMatch NotOlderThan", o)
-						}
+					if o.SendInitialEvents != nil {
+						t.Errorf("watch options %+v: want no sendInitialEvents (the loop lists)", o)
 					}
-					a := next(req + o.ResourceVersion)
+					a := next("watch@" + o.ResourceVersion)
 					if a.err != nil {
 						return nil, a.err
-					}
-					if a.blocked {
-						return &blockedEvents{ctx: ctx}, nil
 					}
 					opened = append(opened, a.events)
 					return a.events, nil
@@ -329,9 +193,6 @@ func TestKindLoop(t *testing.T) {
 			if waits != tt.wantWaits {
 				t.Errorf("%d backoff waits, want %d", waits, tt.wantWaits)
 			}
-			if got := listOnly.Load(); tt.stream && got != tt.wantListOnly {
-				t.Errorf("the spoke marked as not streaming lists: %v, want %v", got, tt.wantListOnly)
-			}
 			var names []string
 			for n := range st.items {
 				names = append(names, n)
@@ -346,82 +207,6 @@ func TestKindLoop(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// generatedEvents is a streaming list of n Nodes, each made as it is read and carrying
-// payload bytes that no record keeps (a real Node's status: images, conditions); it calls
-// atEnd before its end marker, then sends nothing until ctx ends.
-type generatedEvents struct {
-	ctx     context.Context
-	n, sent int
-	payload int
-	end     *corev1.Node
-	atEnd   func()
-}
-
-func (g *generatedEvents) Decode() (watch.EventType, runtime.Object, error) {
-	switch {
-	case g.sent < g.n:
-		g.sent++
-		n := testNode(fmt.Sprintf("n%d", g.sent), strconv.Itoa(g.sent), map[string]string{"pool": "p"})
-		n.Status.Images = []corev1.ContainerImage{{Names: []string{strings.Repeat("x", g.payload)}}}
-		return watch.Added, n, nil
-	case g.sent == g.n:
-		g.sent++
-		g.atEnd()
-		return watch.Bookmark, g.end, nil
-	}
-	<-g.ctx.Done()
-	return "", nil, g.ctx.Err()
-}
-
-func (g *generatedEvents) Close() {}
-
-// A streaming list keeps what it has read as records, not as the decoded objects, until its
-// end: at a connect, every kind of every connecting spoke is in its initial events at once.
-// 400 Nodes of 64 KiB each are 25 MiB decoded; their records, a few hundred bytes each.
-func TestStreamingListKeepsRecordsNotObjects(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	end := testNode("", "1000", nil)
-	end.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
-	var before, atEnd goruntime.MemStats
-	g := &generatedEvents{ctx: ctx, n: 400, payload: 64 << 10, end: end, atEnd: func() {
-		goruntime.GC()
-		goruntime.ReadMemStats(&atEnd)
-	}}
-	st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
-	watches := 0
-	l := &kindLoop{store: st, clock: clocktesting.NewFakeClock(time.Now()), listOnly: new(atomic.Bool), initialTimeout: time.Minute,
-		list: listItems(func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-			t.Error("the loop listed; it should have streamed")
-			return nil, errors.New("no list here")
-		}),
-		watch: func(ctx context.Context, _ metav1.ListOptions) (eventDecoder, error) {
-			if watches++; watches > 1 {
-				return &blockedEvents{ctx: ctx}, nil
-			}
-			return g, nil
-		},
-	}
-	goruntime.GC()
-	goruntime.ReadMemStats(&before)
-	done := make(chan struct{})
-	go func() { defer close(done); l.run(ctx) }()
-	select {
-	case <-st.synced:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the streaming list did not end")
-	}
-	cancel()
-	<-done
-	if got := len(st.items); got != g.n {
-		t.Fatalf("stored %d Nodes, want %d", got, g.n)
-	}
-	decoded := int64(g.n * g.payload)
-	if grew := int64(atEnd.HeapAlloc) - int64(before.HeapAlloc); grew > decoded/4 {
-		t.Errorf("the live heap grew by %d KiB before the end of the initial events (the decoded Nodes are %d KiB): the loop holds them", grew>>10, decoded>>10)
 	}
 }
 

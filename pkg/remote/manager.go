@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http/httptrace"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -212,9 +211,6 @@ type entry struct {
 	status       Status
 	live         *conn
 	worker       *worker
-	// listOnly: the spoke refused streaming lists (kindLoop.listOnly); its later connects list
-	// at once instead of asking again, until the cluster is forgotten or the process restarts.
-	listOnly atomic.Bool
 }
 
 type worker struct {
@@ -540,7 +536,7 @@ func (c *Manager) run(ctx context.Context, e *entry, w *worker) {
 		case <-ctx.Done():
 			return
 		}
-		cn, p, err := c.connect(ctx, t, p, &e.listOnly)
+		cn, p, err := c.connect(ctx, t, p)
 		<-c.connects
 		var key connKey
 		if p != nil {
@@ -654,7 +650,7 @@ func (c *Manager) sleep(ctx context.Context, e *entry, w *worker, d time.Duratio
 // given, build, probe the spoke and start the cache once the probe has a connection, and wait
 // for both, all within ConnectTimeout. It returns the prepared config it used (nil if the
 // Secret read failed). On error nothing is left running.
-func (c *Manager) connect(ctx context.Context, t target, p *prepared, listOnly *atomic.Bool) (*conn, *prepared, error) {
+func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *prepared, error) {
 	connectCtx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	if p == nil {
@@ -663,7 +659,7 @@ func (c *Manager) connect(ctx context.Context, t target, p *prepared, listOnly *
 			return nil, nil, err
 		}
 	}
-	cn, err := c.newConn(t.cluster, p, listOnly)
+	cn, err := c.newConn(t.cluster, p)
 	if err != nil {
 		return nil, p, err
 	}

@@ -36,26 +36,6 @@ func assertServesFakeNode(t *testing.T, s Spoke) {
 	}
 }
 
-// A spoke that refuses streaming lists (no WatchList feature, as Kubernetes 1.33 ships) is
-// listed instead, at once: at most one refused request a kind (a kind that starts after the
-// first refusal lists without asking), then a list and a watch. Its next connect (here after
-// its Secret changed) lists at once, without asking again.
-func TestCacheListsASpokeThatDoesNotStream(t *testing.T) {
-	spokeSrv := newFakeSpoke(t, "tok")
-	spokeSrv.noStreaming.Store(true)
-	c, hub, secret, first := connectRechecking(t, spokeSrv)
-	refused := spokeSrv.streams.Load()
-	if l := spokeSrv.lists.Load(); l != 3 || refused < 1 || refused > 3 {
-		t.Errorf("connect made %d lists and %d refused streaming lists, want 3 and 1 to 3", l, refused)
-	}
-	assertServesFakeNode(t, first)
-
-	touchSecretAndReconnect(t, c, hub, secret, first)
-	if l, st := spokeSrv.lists.Load(), spokeSrv.streams.Load(); l != 6 || st != refused {
-		t.Errorf("after the second connect: %d lists and %d refused streaming lists, want 6 and %d", l, st, refused)
-	}
-}
-
 func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	spokeSrv := newFakeSpoke(t, "tok")
 	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
@@ -94,9 +74,10 @@ func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	if s.Server() != spokeSrv.srv.URL {
 		t.Errorf("Server() = %q, want %q", s.Server(), spokeSrv.srv.URL)
 	}
-	// Each kind was filled by a streaming list: no list request.
-	if l, st := spokeSrv.lists.Load(), spokeSrv.streams.Load(); l != 0 || st != 3 {
-		t.Errorf("connect made %d lists and %d streaming lists, want 0 and 3", l, st)
+	// Each kind was listed, then watched from the list: no streaming list.
+	eventually(t, "a watch a kind", 5*time.Second, func() bool { return spokeSrv.watches.Load() == 3 })
+	if l, w, st := spokeSrv.lists.Load(), spokeSrv.watches.Load(), spokeSrv.streams.Load(); l != 3 || w != 3 || st != 0 {
+		t.Errorf("connect made %d lists, %d watches and %d streaming lists, want 3, 3 and 0", l, w, st)
 	}
 	assertServesFakeNode(t, s)
 	if err := s.List(context.Background(), &machinev1beta1.MachineList{}, client.InNamespace(MachineAPINamespace)); err != nil {
@@ -125,7 +106,7 @@ func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	if n := spokeSrv.count("GET /api") + spokeSrv.count("GET /apis"); n != 0 {
 		t.Errorf("%d discovery requests", n)
 	}
-	// The probe, the three streaming lists, and the live requests share one HTTP/2
+	// The probe, the three lists and watches, and the live requests share one HTTP/2
 	// connection: one TCP connection and one TLS handshake (requests started together before
 	// a connection exists would each dial one).
 	if n := spokeSrv.conns.Load(); n != 1 {

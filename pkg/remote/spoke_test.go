@@ -33,7 +33,7 @@ func TestPatchRequestIsNotClonedAndItsAnswerIsDrained(t *testing.T) {
 		answer = &countingBody{Reader: strings.NewReader(body)}
 		return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: answer, Request: req}
 	})
-	cc, err := newSpokeCache(cfg, hc, serializer.NewCodecFactory(NewScheme()), logr.Discard(), "ns/c1", nil, func() {})
+	cc, err := newSpokeCache(cfg, hc, serializer.NewCodecFactory(NewScheme()), logr.Discard(), "ns/c1", func() {})
 	if err != nil {
 		t.Fatal(err)
 	}

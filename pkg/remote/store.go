@@ -91,13 +91,8 @@ const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=Part
 // loops' goroutines) after each change that makes a difference to a record, except
 // during the first list.
 // log gets cluster as a field at each call (see Manager.run for why it is not bound).
-// listOnly is shared by the kinds' loops (a server that does not stream one kind streams none)
-// and kept by the caller across connections; nil starts a new one.
-func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, cluster string, listOnly *atomic.Bool, notify func()) (*spokeCache, error) {
+func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, cluster string, notify func()) (*spokeCache, error) {
 	sc := &spokeCache{packer: newPacker(packQuiet)}
-	if listOnly == nil {
-		listOnly = new(atomic.Bool)
-	}
 	base := newWatchHeader(cfg)
 	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
@@ -114,7 +109,7 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 			o.LabelSelector = k.selector
 			return st.request(rc.Get(), k.namespace).VersionedParams(o, metav1.ParameterCodec)
 		}
-		loop := &kindLoop{store: st, log: log, cluster: cluster, clock: clock.RealClock{}, listOnly: listOnly}
+		loop := &kindLoop{store: st, log: log, cluster: cluster, clock: clock.RealClock{}}
 		neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), k.gvk.GroupVersion())
 		var events func(io.ReadCloser) eventDecoder
 		switch {
