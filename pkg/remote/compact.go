@@ -30,6 +30,8 @@ import (
 // Live.
 func compact(obj any) (*record, error) {
 	switch o := obj.(type) {
+	case *record: // compacted as it was decoded (decodeNodeList)
+		return o, nil
 	case *corev1.Node:
 		r := compactMeta(&o.ObjectMeta, true, o.Spec.ProviderID)
 		r.taints = internTaints(o.Spec.Taints)

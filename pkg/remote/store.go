@@ -130,10 +130,14 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 			}
 			events = func(body io.ReadCloser) eventDecoder { return newMachineEvents(body) }
 		case k.gvk == gvkNode:
-			loop.list = listItems(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				list := &corev1.NodeList{}
-				return list, request(&o).Do(ctx).Into(list)
-			})
+			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
+				var contentType string
+				body, err := request(&o).Do(ctx).ContentType(&contentType).Raw()
+				if err != nil {
+					return nil, "", err
+				}
+				return decodeNodeList(body, contentType)
+			}
 		default:
 			return nil, fmt.Errorf("no list for %s", k.gvk)
 		}
