@@ -82,9 +82,11 @@
 // compact store. A loop lists its kind and then watches it from the list's resourceVersion, so a
 // connect sends a spoke seven requests (the probe, a list and a watch a kind). A streaming list
 // (a watch with sendInitialEvents) would take four, but costs the spoke's API server more CPU: it
-// writes and converts the objects one watch event at a time (kindLoop says by how much). The
-// kinds' REST clients serve the cache and the Spoke's live reads and patches alike; a patch's
-// answer is checked, not decoded, and asks for the object's metadata only. A protobuf watch (Nodes,
+// writes and converts the objects one watch event at a time (kindLoop says by how much). A Node
+// list is decoded one Node at a time, each compacted before the next (decodeNodeList): every
+// connect in flight lists at once, and a real Node is tens of KiB decoded. The kinds' REST
+// clients serve the cache and the Spoke's live reads and patches alike; a patch's answer is
+// checked, not decoded, and asks for the object's metadata only. A protobuf watch (Nodes,
 // MachineSets) reads each event into a buffer borrowed from a pool every spoke shares, not into one
 // per watch grown to the largest event (a real Node with its images is tens of KiB). A watch
 // request carries the user agent and bearer token itself, so client-go's transport wrappers pass it

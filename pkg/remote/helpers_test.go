@@ -25,6 +25,8 @@ import (
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -47,6 +49,7 @@ type fakeSpoke struct {
 	conns                           atomic.Int64   // TCP connections accepted
 	lists, watches                  atomic.Int64   // lists, and watches
 	streams                         atomic.Int64   // watches that asked for sendInitialEvents
+	protoNodeLists                  atomic.Int64   // Node lists answered in protobuf (asked for)
 }
 
 func newFakeSpoke(t *testing.T, token string) *fakeSpoke {
@@ -109,6 +112,17 @@ func (f *fakeSpoke) serve(w http.ResponseWriter, r *http.Request) {
 	f.lists.Add(1)
 	w.Header().Set("Content-Type", "application/json")
 	switch {
+	case r.URL.Path == "/api/v1/nodes" && strings.Contains(r.Header.Get("Accept"), runtime.ContentTypeProtobuf):
+		// As a kube-apiserver answers a client that accepts protobuf.
+		f.protoNodeLists.Add(1)
+		list := &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: make([]corev1.Node, 1)}
+		if err := json.Unmarshal([]byte(fakeNode), &list.Items[0]); err != nil {
+			panic(err)
+		}
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		if err := protobuf.NewSerializer(NewScheme(), NewScheme()).Encode(list, w); err != nil {
+			panic(err)
+		}
 	case r.URL.Path == "/api/v1/nodes":
 		fmt.Fprint(w, `{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[`+fakeNode+`]}`)
 	case strings.HasSuffix(r.URL.Path, "/machines"):

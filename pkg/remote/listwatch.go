@@ -103,11 +103,16 @@ func (l *kindLoop) run(ctx context.Context) {
 	}
 }
 
-// relist lists the kind into the store and returns the list's resourceVersion.
+// relist lists the kind into the store and returns the list's resourceVersion. A list without
+// one is an error, and changes nothing: the loop could not watch from it, and would list again
+// at once.
 func (l *kindLoop) relist(ctx context.Context, rv string) (string, error) {
 	items, listRV, err := l.list(ctx, metav1.ListOptions{ResourceVersion: rv})
 	if err != nil {
 		return "", err
+	}
+	if listRV == "" {
+		return "", fmt.Errorf("the %s list has no resourceVersion", l.store.spec.gvk.Kind)
 	}
 	if err := l.store.Replace(items, listRV); err != nil {
 		return "", err

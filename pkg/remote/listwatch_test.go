@@ -30,14 +30,12 @@ type scriptedEvents struct {
 	events []watch.Event
 	err    error
 	closed bool
-	delay  time.Duration // before each event
 }
 
 func (s *scriptedEvents) Decode() (watch.EventType, runtime.Object, error) {
 	if len(s.events) == 0 {
 		return "", nil, s.err
 	}
-	time.Sleep(s.delay)
 	e := s.events[0]
 	s.events = s.events[1:]
 	return e.Type, e.Object, nil
@@ -81,6 +79,26 @@ func TestKindLoop(t *testing.T) {
 		},
 		want:      []string{"list@0", "watch@10", "watch@15", "watch@16"},
 		wantNames: []string{"a"},
+	}, {
+		name: "a list without a resourceVersion changes nothing and backs off (it could not be watched from)",
+		answers: []answer{
+			{list: &corev1.NodeList{Items: []corev1.Node{*node("a", "9", nil)}}},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: []corev1.Node{*node("b", "9", nil)}}},
+		},
+		want:      []string{"list@0", "list@0", "watch@10"},
+		wantNames: []string{"b"},
+		wantWaits: 1,
+	}, {
+		name: "an expired watch whose quorum list fails lists from a quorum read again, after a wait",
+		answers: []answer{
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
+			{err: errors.New("connection reset")},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "20"}, Items: []corev1.Node{*node("c", "19", nil)}}},
+		},
+		want:      []string{"list@0", "watch@10", "list@", "list@", "watch@20"},
+		wantNames: []string{"c"},
+		wantWaits: 1,
 	}, {
 		name: "an expired watch lists again, from a quorum read, at once",
 		answers: []answer{

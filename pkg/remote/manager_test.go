@@ -79,6 +79,10 @@ func TestCacheConnectsAndServesTrimmedCache(t *testing.T) {
 	if l, w, st := spokeSrv.lists.Load(), spokeSrv.watches.Load(), spokeSrv.streams.Load(); l != 3 || w != 3 || st != 0 {
 		t.Errorf("connect made %d lists, %d watches and %d streaming lists, want 3, 3 and 0", l, w, st)
 	}
+	// The Node list came in protobuf, decoded one Node at a time (decodeNodeList).
+	if n := spokeSrv.protoNodeLists.Load(); n != 1 {
+		t.Errorf("%d Node lists answered in protobuf, want 1", n)
+	}
 	assertServesFakeNode(t, s)
 	if err := s.List(context.Background(), &machinev1beta1.MachineList{}, client.InNamespace(MachineAPINamespace)); err != nil {
 		t.Errorf("list machines: %v", err)

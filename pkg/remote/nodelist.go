@@ -49,6 +49,9 @@ func decodeNodeList(body []byte, contentType string) ([]any, string, error) {
 	}); err != nil {
 		return nil, "", err
 	}
+	if list == nil {
+		return nil, "", errors.New("the answer holds no Node list")
+	}
 	var meta metav1.ListMeta
 	var items []any
 	err := eachBytesField(list, func(num protowire.Number, v []byte) error {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,10 +61,12 @@ func TestDecodeNodeListMatchesWholeDecode(t *testing.T) {
 		{runtime.ContentTypeProtobuf, pb.Bytes()},
 		{runtime.ContentTypeJSON + ";charset=utf-8", js},
 	} {
-		got, rv, err := decodeNodeList(tc.body, tc.contentType)
+		body := bytes.Clone(tc.body)
+		got, rv, err := decodeNodeList(body, tc.contentType)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.contentType, err)
 		}
+		clear(body) // no record may point into the answer: the store keeps records for good
 		if rv != "4711" {
 			t.Errorf("%s: resourceVersion %q, want 4711", tc.contentType, rv)
 		}
@@ -81,8 +84,13 @@ func TestDecodeNodeListMatchesWholeDecode(t *testing.T) {
 		}
 	}
 
-	// A body cut short, or not in Kubernetes' protobuf encoding, is an error, not a shorter list.
-	for name, body := range map[string][]byte{"cut short": pb.Bytes()[:pb.Len()-10], "no magic": pb.Bytes()[4:]} {
+	// A body cut short, not in Kubernetes' protobuf encoding, or whose envelope holds no list,
+	// is an error, not a shorter list.
+	for name, body := range map[string][]byte{
+		"cut short": pb.Bytes()[:pb.Len()-10],
+		"no magic":  pb.Bytes()[4:],
+		"no list":   protowire.AppendBytes(protowire.AppendTag(bytes.Clone(protoMagic), 4, protowire.BytesType), nil), // a contentType, no raw
+	} {
 		if _, _, err := decodeNodeList(body, runtime.ContentTypeProtobuf); err == nil {
 			t.Errorf("%s: no error", name)
 		}

@@ -122,20 +122,22 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 			neg = runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion)
 		case k.gvk == gvkMachine:
 			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
-				body, err := request(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx).Raw()
-				if err != nil {
-					return nil, "", err
+				res := request(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx)
+				if err := res.Error(); err != nil {
+					return nil, "", err // with the server's Status, which Raw's error lacks
 				}
+				body, _ := res.Raw()
 				return decodeMachineList(body)
 			}
 			events = func(body io.ReadCloser) eventDecoder { return newMachineEvents(body) }
 		case k.gvk == gvkNode:
 			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
 				var contentType string
-				body, err := request(&o).Do(ctx).ContentType(&contentType).Raw()
-				if err != nil {
+				res := request(&o).Do(ctx).ContentType(&contentType)
+				if err := res.Error(); err != nil {
 					return nil, "", err
 				}
+				body, _ := res.Raw()
 				return decodeNodeList(body, contentType)
 			}
 		default:
@@ -359,24 +361,18 @@ func (s *kindStore) Delete(obj any) error {
 	return nil
 }
 
-// Replace swaps in a fresh list (replaceRecords).
-func (s *kindStore) Replace(list []any, _ string) error {
-	recs := make([]*record, len(list))
-	for i, obj := range list {
+// Replace swaps in a fresh list, each item compacted into a record. The first one marks the
+// kind synced (the connect is notified by the Manager); a later one (a re-list) notifies if
+// anything differs.
+func (s *kindStore) Replace(objs []any, _ string) error {
+	list := make([]*record, len(objs))
+	for i, obj := range objs {
 		r, err := compact(obj)
 		if err != nil {
 			return err
 		}
-		recs[i] = r
+		list[i] = r
 	}
-	s.replaceRecords(recs)
-	return nil
-}
-
-// replaceRecords swaps in the records of a fresh list, made by compact. The first one marks
-// the kind synced (the connect is notified by the Manager); a later one (a re-list) notifies
-// if anything differs.
-func (s *kindStore) replaceRecords(list []*record) {
 	s.mu.RLock()
 	old := s.items // only this kind's loop writes the store, so old stays what it is
 	s.mu.RUnlock()
@@ -403,6 +399,7 @@ func (s *kindStore) replaceRecords(list []*record) {
 	if !first && differs {
 		s.changed()
 	}
+	return nil
 }
 
 func (s *kindStore) changed() {
