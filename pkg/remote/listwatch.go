@@ -146,8 +146,8 @@ func watchOptions(rv string) metav1.ListOptions {
 	return metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout}
 }
 
-// watchFrom watches from rv until the stream ends, and returns the resourceVersion of the last
-// event read (bookmarks included).
+// watchFrom watches from rv, applying the events to the store until the stream ends, and
+// returns the resourceVersion of the last event read (bookmarks included), rv if none.
 func (l *kindLoop) watchFrom(ctx context.Context, rv string) (string, error) {
 	start := l.clock.Now()
 	d, err := l.watch(ctx, watchOptions(rv))
@@ -155,12 +155,6 @@ func (l *kindLoop) watchFrom(ctx context.Context, rv string) (string, error) {
 		return rv, err
 	}
 	defer d.Close()
-	return l.readEvents(d, rv, start)
-}
-
-// readEvents applies a watch's events to the store until the stream ends, and returns the
-// resourceVersion of the last event read (bookmarks included), rv if none.
-func (l *kindLoop) readEvents(d eventDecoder, rv string, start time.Time) (string, error) {
 	for events := 0; ; events++ {
 		typ, obj, err := d.Decode()
 		switch {
