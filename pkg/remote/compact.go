@@ -30,8 +30,6 @@ import (
 // Live.
 func compact(obj any) (*record, error) {
 	switch o := obj.(type) {
-	case *record: // compacted as it was decoded (decodeNodeList)
-		return o, nil
 	case *corev1.Node:
 		r := compactMeta(&o.ObjectMeta, true, o.Spec.ProviderID)
 		r.taints = internTaints(o.Spec.Taints)
@@ -67,6 +65,19 @@ func compact(obj any) (*record, error) {
 
 // compactMeta keeps the metadata every kind's record has, and providerID; annotations only
 // when asked (the planner reads none of a MachineSet's).
+// compactAll compacts a list's items.
+func compactAll(objs []any) ([]*record, error) {
+	recs := make([]*record, len(objs))
+	for i, obj := range objs {
+		r, err := compact(obj)
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = r
+	}
+	return recs, nil
+}
+
 func compactMeta(m *metav1.ObjectMeta, annotations bool, providerID string) *record {
 	r := &record{
 		labels:   pairsOf(m.Labels, nil, m.Name),

@@ -56,8 +56,8 @@ type kindLoop struct {
 	store   *kindStore
 	log     logr.Logger
 	cluster string // logged with the kind at each call
-	// list returns the kind's objects and the list's resourceVersion.
-	list  func(ctx context.Context, o metav1.ListOptions) ([]any, string, error)
+	// list returns the kind's objects, as records, and the list's resourceVersion.
+	list  func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error)
 	watch func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error)
 	clock clock.Clock
 }
@@ -117,15 +117,14 @@ func (l *kindLoop) relist(ctx context.Context, rv string) (string, error) {
 	if listRV == "" {
 		return "", fmt.Errorf("the %s list has no resourceVersion", l.store.spec.gvk.Kind)
 	}
-	if err := l.store.Replace(items, listRV); err != nil {
-		return "", err
-	}
+	l.store.Replace(items)
 	return listRV, nil
 }
 
-// listItems adapts a list call to kindLoop.list: the list's items and resourceVersion.
-func listItems(list func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)) func(context.Context, metav1.ListOptions) ([]any, string, error) {
-	return func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
+// listItems adapts a list call to kindLoop.list: the list's items as records, and its
+// resourceVersion.
+func listItems(list func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)) func(context.Context, metav1.ListOptions) ([]*record, string, error) {
+	return func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
 		l, err := list(ctx, o)
 		if err != nil {
 			return nil, "", err
@@ -138,7 +137,8 @@ func listItems(list func(ctx context.Context, o metav1.ListOptions) (runtime.Obj
 		if err != nil {
 			return nil, "", err
 		}
-		return items, la.GetResourceVersion(), nil
+		recs, err := compactAll(items)
+		return recs, la.GetResourceVersion(), err
 	}
 }
 

@@ -24,7 +24,7 @@ var protoMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 // keeps): at a restart, every connect in flight lists its Nodes at the same time. The body
 // itself, a fraction of that, is the one copy of the list held. A list in JSON (contentType:
 // a server that does not speak protobuf, which no kube-apiserver is) is decoded whole.
-func decodeNodeList(body []byte, contentType string) ([]any, string, error) {
+func decodeNodeList(body []byte, contentType string) ([]*record, string, error) {
 	if mt, _, _ := mime.ParseMediaType(contentType); mt != runtime.ContentTypeProtobuf {
 		var list corev1.NodeList
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &list); err != nil {
@@ -34,7 +34,8 @@ func decodeNodeList(body []byte, contentType string) ([]any, string, error) {
 		for i := range list.Items {
 			items[i] = &list.Items[i]
 		}
-		return items, list.ResourceVersion, nil
+		recs, err := compactAll(items)
+		return recs, list.ResourceVersion, err
 	}
 	msg, ok := bytes.CutPrefix(body, protoMagic)
 	if !ok {
@@ -53,7 +54,7 @@ func decodeNodeList(body []byte, contentType string) ([]any, string, error) {
 		return nil, "", errors.New("the answer holds no Node list")
 	}
 	var meta metav1.ListMeta
-	var items []any
+	var items []*record
 	err := eachBytesField(list, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1: // metadata

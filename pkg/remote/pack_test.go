@@ -36,7 +36,7 @@ func TestUpdatesThatChangeOnlyTheVersionKeepTheRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(st.Replace([]any{testNode("a", "1", map[string]string{"x": "1"}), testNode("b", "1", nil)}, "1"))
+	must(st.replaceObjects([]any{testNode("a", "1", map[string]string{"x": "1"}), testNode("b", "1", nil)}, "1"))
 	first := st.items["a"]
 	loose := func() int { pk.mu.Lock(); defer pk.mu.Unlock(); return pk.loose }
 	if loose() != 2 {
@@ -47,7 +47,7 @@ func TestUpdatesThatChangeOnlyTheVersionKeepTheRecord(t *testing.T) {
 	if st.items["a"] != first || rvOf("a") != "2" || loose() != 2 {
 		t.Errorf("heartbeat: same record %v, resourceVersion %q, loose %d; want the same record at 2, loose 2", st.items["a"] == first, rvOf("a"), loose())
 	}
-	must(st.Replace([]any{testNode("a", "3", map[string]string{"x": "1"}), testNode("b", "3", nil)}, "3"))
+	must(st.replaceObjects([]any{testNode("a", "3", map[string]string{"x": "1"}), testNode("b", "3", nil)}, "3"))
 	if st.items["a"] != first || rvOf("a") != "3" || rvOf("b") != "3" || loose() != 2 {
 		t.Errorf("re-list: same record %v, resourceVersions %q %q, loose %d; want the same record, both at 3, loose 2", st.items["a"] == first, rvOf("a"), rvOf("b"), loose())
 	}
@@ -95,7 +95,7 @@ func TestPackerPacksTheLooseRecords(t *testing.T) {
 	}
 	sets = append(sets, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: MachineAPINamespace, Name: "ms", ResourceVersion: "1", Labels: map[string]string{"hive.openshift.io/machine-pool": "infra"}}})
 	for i, list := range [][]any{nodes, machines, sets} {
-		if err := sc.stores[i].Replace(list, "1"); err != nil {
+		if err := sc.stores[i].replaceObjects(list, "1"); err != nil {
 			t.Fatal(err)
 		}
 	}

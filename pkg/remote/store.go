@@ -121,17 +121,22 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFac
 			})
 			neg = runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion)
 		case k.gvk == gvkMachine:
-			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
+			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
 				res := request(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx)
 				if err := res.Error(); err != nil {
 					return nil, "", err // with the server's Status, which Raw's error lacks
 				}
 				body, _ := res.Raw()
-				return decodeMachineList(body)
+				items, rv, err := decodeMachineList(body)
+				if err != nil {
+					return nil, "", err
+				}
+				recs, err := compactAll(items)
+				return recs, rv, err
 			}
 			events = func(body io.ReadCloser) eventDecoder { return newMachineEvents(body) }
 		case k.gvk == gvkNode:
-			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]any, string, error) {
+			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
 				var contentType string
 				res := request(&o).Do(ctx).ContentType(&contentType)
 				if err := res.Error(); err != nil {
@@ -361,18 +366,9 @@ func (s *kindStore) Delete(obj any) error {
 	return nil
 }
 
-// Replace swaps in a fresh list, each item compacted into a record. The first one marks the
-// kind synced (the connect is notified by the Manager); a later one (a re-list) notifies if
-// anything differs.
-func (s *kindStore) Replace(objs []any, _ string) error {
-	list := make([]*record, len(objs))
-	for i, obj := range objs {
-		r, err := compact(obj)
-		if err != nil {
-			return err
-		}
-		list[i] = r
-	}
+// Replace swaps in the records of a fresh list. The first one marks the kind synced (the
+// connect is notified by the Manager); a later one (a re-list) notifies if anything differs.
+func (s *kindStore) Replace(list []*record) {
 	s.mu.RLock()
 	old := s.items // only this kind's loop writes the store, so old stays what it is
 	s.mu.RUnlock()
@@ -399,7 +395,6 @@ func (s *kindStore) Replace(objs []any, _ string) error {
 	if !first && differs {
 		s.changed()
 	}
-	return nil
 }
 
 func (s *kindStore) changed() {

@@ -30,7 +30,7 @@ func TestKindStoreNotifications(t *testing.T) {
 		}
 	}
 	step("an event before the first list", st.Add(testNode("early", "1", nil)), 0)
-	step("first list", st.Replace([]any{testNode("a", "1", map[string]string{"x": "1"}), testNode("b", "1", nil)}, "1"), 0)
+	step("first list", st.replaceObjects([]any{testNode("a", "1", map[string]string{"x": "1"}), testNode("b", "1", nil)}, "1"), 0)
 	select {
 	case <-st.synced:
 	default:
@@ -42,8 +42,8 @@ func TestKindStoreNotifications(t *testing.T) {
 	step("delete", st.Delete(testNode("c", "5", nil)), 3)
 	step("delete of an unknown Node", st.Delete(testNode("zz", "5", nil)), 3)
 	step("delete b", st.Delete(testNode("b", "1", nil)), 4)
-	step("re-list, same content", st.Replace([]any{testNode("a", "9", map[string]string{"x": "2"})}, "9"), 4)
-	step("re-list, one gone", st.Replace([]any{}, "10"), 5)
+	step("re-list, same content", st.replaceObjects([]any{testNode("a", "9", map[string]string{"x": "2"})}, "9"), 4)
+	step("re-list, one gone", st.replaceObjects([]any{}, "10"), 5)
 	if err := st.Add(&corev1.ConfigMap{}); err == nil {
 		t.Error("a ConfigMap was stored")
 	}
@@ -55,11 +55,11 @@ func TestSpokeCacheReads(t *testing.T) {
 		sc.stores = append(sc.stores, &kindStore{spec: k, notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})})
 	}
 	ctx := context.Background()
-	if err := sc.stores[0].Replace([]any{testNode("n2", "1", map[string]string{"role": "infra"}), testNode("n1", "1", map[string]string{"role": "worker"})}, "1"); err != nil {
+	if err := sc.stores[0].replaceObjects([]any{testNode("n2", "1", map[string]string{"role": "infra"}), testNode("n1", "1", map[string]string{"role": "worker"})}, "1"); err != nil {
 		t.Fatal(err)
 	}
 	m := &machinev1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: MachineAPINamespace, Name: "m1", Labels: map[string]string{"a": "b"}}}
-	if err := sc.stores[1].Replace([]any{m}, "1"); err != nil {
+	if err := sc.stores[1].replaceObjects([]any{m}, "1"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -110,7 +110,7 @@ func TestKindStoreKeysShareTheRecordsIdentity(t *testing.T) {
 			}
 		}
 	}
-	if err := st.Replace([]any{testNode("a", "1", nil), testNode("b", "1", nil)}, "1"); err != nil {
+	if err := st.replaceObjects([]any{testNode("a", "1", nil), testNode("b", "1", nil)}, "1"); err != nil {
 		t.Fatal(err)
 	}
 	check("first list")
@@ -118,7 +118,7 @@ func TestKindStoreKeysShareTheRecordsIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("heartbeat")
-	if err := st.Replace([]any{testNode("a", "3", nil), testNode("b", "3", nil)}, "3"); err != nil {
+	if err := st.replaceObjects([]any{testNode("a", "3", nil), testNode("b", "3", nil)}, "3"); err != nil {
 		t.Fatal(err)
 	}
 	check("re-list")
