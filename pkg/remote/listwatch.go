@@ -72,12 +72,17 @@ var loopBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitt
 
 // errShortWatch is a watch that the server ended at once without an event: retried with
 // backoff, so a server that closes every watch cannot make the loop spin.
+// expiryGap is how long after one expired watch another one is relisted at once; sooner, it
+// waits the loop's backoff, as every other failure does.
+const expiryGap = time.Minute
+
 var errShortWatch = errors.New("watch ended within a second without an event")
 
 func (l *kindLoop) run(ctx context.Context) {
 	delay := loopBackoff.DelayWithReset(l.clock, 2*time.Minute)
 	rv := ""      // "" until listed, and again when the server has expired it
 	listRV := "0" // the first list may come from the API server's watch cache
+	var lastExpiry time.Time
 	for ctx.Err() == nil {
 		var err error
 		if rv != "" {
@@ -90,13 +95,20 @@ func (l *kindLoop) run(ctx context.Context) {
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
-		// A watch whose resourceVersion expired.
+		// A watch whose resourceVersion expired lists again: at once, unless the last one
+		// expired less than expiryGap ago, so a server that expires every watch costs a list
+		// a backoff period, not a list a round trip.
 		if rv != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)) {
 			l.log.V(4).Info("relisting", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "reason", err.Error())
-			rv = "" // at once: only a list failure backs off
-			continue
+			rv = ""
+			again := !lastExpiry.IsZero() && l.clock.Since(lastExpiry) < expiryGap
+			lastExpiry = l.clock.Now()
+			if !again {
+				continue
+			}
+		} else {
+			l.log.V(2).Info("list or watch failed; retrying", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "err", err.Error())
 		}
-		l.log.V(2).Info("list or watch failed; retrying", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "err", err.Error())
 		t := l.clock.NewTimer(delay())
 		select {
 		case <-ctx.Done():

@@ -109,6 +109,18 @@ func TestKindLoop(t *testing.T) {
 		want:      []string{"list@0", "watch@10", "list@", "watch@20"},
 		wantNames: []string{"c"},
 	}, {
+		name: "a watch that expires again within a minute of the last expiry lists again after a wait",
+		answers: []answer{
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "20"}}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "30"}, Items: []corev1.Node{*node("c", "29", nil)}}},
+		},
+		want:      []string{"list@0", "watch@10", "list@", "watch@20", "list@", "watch@30"},
+		wantNames: []string{"c"},
+		wantWaits: 1,
+	}, {
 		name: "a watch refused with 410 Gone lists again too",
 		answers: []answer{
 			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
