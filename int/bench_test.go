@@ -137,9 +137,11 @@ func TestBenchPipeline(t *testing.T) {
 		s.PeakRSSMiB <= 0 || s.Memory.RSSMiB <= 0 {
 		t.Errorf("sim with larger caches: %+v", s)
 	}
-	// Then a controller without GOMEMLIMIT on the same clusters, measured at rest.
-	if u := rep.SimLarge.Unlimited; u == nil || u.Skipped != "" || u.InSync != 20 || u.Memory.RSSMiB <= 0 || u.PerCluster.LiveMiB <= 0 {
-		t.Errorf("sim with larger caches, without GOMEMLIMIT: %+v", u)
+	// Then a controller without GOMEMLIMIT adopting the same clusters again (their Machines and
+	// Nodes made again unlabelled), measured at rest.
+	if u := rep.SimLarge.Unlimited; u == nil || u.Skipped != "" || u.InSync != 20 || u.Memory.RSSMiB <= 0 || u.PerCluster.LiveMiB <= 0 ||
+		rep.SimLarge.UnlimitedNodesLabelled != 20 || rep.SimLarge.UnlimitedSetupS <= 0 {
+		t.Errorf("sim with larger caches, without GOMEMLIMIT: %+v (set up in %.1f s, %d Nodes labelled)", u, rep.SimLarge.UnlimitedSetupS, rep.SimLarge.UnlimitedNodesLabelled)
 	}
 	// spokes: 1, 3 (main); nodes: 2, 4.
 	if len(rep.Growth) != 4 {

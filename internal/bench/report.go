@@ -357,11 +357,15 @@ type Report struct {
 		NodesLabelled int `json:"nodesLabelled"`
 		// PerCluster is Memory less the 0-spoke baseline, per cluster.
 		PerCluster perSpoke `json:"perCluster"`
-		// Unlimited is a second controller on the same clusters once they are in sync, run
-		// without GOMEMLIMIT: what a connected 100-Node spoke costs at a shard's scale, the
-		// first use of every code path (TLS, HTTP/2, decoders) spread over thousands.
-		Unlimited *RestartedRun `json:"unlimited,omitempty"`
-		Skipped   string        `json:"skipped,omitempty"`
+		// Unlimited is a second controller, run without GOMEMLIMIT, adopting the same clusters
+		// again (their Machines and Nodes made again unlabelled, UnlimitedSetupS): what a
+		// connected 100-Node spoke costs at a shard's scale after its adoption, the first use
+		// of every code path (TLS, HTTP/2, decoders) and the adoption's peak spread over
+		// thousands. UnlimitedNodesLabelled counts the Nodes it labelled.
+		Unlimited              *RestartedRun `json:"unlimited,omitempty"`
+		UnlimitedSetupS        float64       `json:"unlimitedSetupS"`
+		UnlimitedNodesLabelled int           `json:"unlimitedNodesLabelled"`
+		Skipped                string        `json:"skipped,omitempty"`
 	} `json:"simLarge"`
 	Restart struct {
 		Clusters int `json:"clusters"`
@@ -485,6 +489,11 @@ func (r *Report) Judge() {
 		add(Goal{Figure: "Real spokes one machine holds", Goal: "≥ 50",
 			Measured: fmt.Sprintf("%d started, %d InSync (target %d)", m.MaxRealReached, m.MaxRealInSync, m.MaxRealTarget), Pass: m.MaxRealInSync >= 50, Note: m.MaxRealNote})
 	}
+	// Goal 1 is judged at a shard's scale when that run was made: at 10 spokes, what the first
+	// spokes cost once (code paged in, the runtime's metadata, the spans of an adoption's peak,
+	// which 20 clusters reconciled at a time set) is divided by 10 only.
+	sl := r.SimLarge
+	atScale := sl.Skipped == "" && sl.Unlimited != nil && sl.Unlimited.Skipped == ""
 	perSpoke := Goal{Figure: fmt.Sprintf("Hub memory per connected spoke (%d spokes × %.0f Nodes vs 0)", m.K, m.NodesPerSpoke),
 		Goal:     fmt.Sprintf("≤ %.1f MiB RSS per 100-Node spoke (reference: Cluster API ≈ 1.3 MiB per cluster)", goalRSSPerSpokeMiB),
 		Measured: fmt.Sprintf("%.2f MiB RSS (%.2f anonymous, %.2f file pages): %.2f MiB heap in use (%.2f live), %.3f MiB stacks, %.1f goroutines", m.PerSpoke.RSSMiB, m.PerSpoke.AnonMiB, m.PerSpoke.FileMiB, m.PerSpoke.HeapMiB, m.PerSpoke.LiveMiB, m.PerSpoke.StackMiB, m.PerSpoke.Goroutines),
@@ -492,20 +501,32 @@ func (r *Report) Judge() {
 	if m.PerSpoke.RSSMiB > goalRSSPerSpokeMiB {
 		perSpoke.Note = ratioMiss(m.PerSpoke.RSSMiB, goalRSSPerSpokeMiB)
 	}
+	if atScale {
+		perSpoke.Reported, perSpoke.Pass = true, false
+		perSpoke.Goal = fmt.Sprintf("reported beside the goal of ≤ %.1f MiB RSS per 100-Node spoke, which the next row judges at a shard's scale", goalRSSPerSpokeMiB)
+		perSpoke.Note = ""
+		if m.PerSpoke.RSSMiB > goalRSSPerSpokeMiB {
+			perSpoke.Note = fmt.Sprintf("%.2f× the goal at %d spokes: what the first spokes cost once (code paged in, %.2f MiB a spoke of file pages; the runtime's metadata and the spans of the adoption's peak, which the clusters reconciled at once set) is divided by %d only", m.PerSpoke.RSSMiB/goalRSSPerSpokeMiB, m.K, m.PerSpoke.FileMiB, m.K)
+		}
+	}
 	if r := m.At.PerSpokeRestarted; r != nil {
 		perSpoke.Note = joinNotes(perSpoke.Note, fmt.Sprintf("measured after adopting the spokes (%d writes); restarted on them in sync (no writes): %.2f MiB RSS, %.2f heap in use (%.2f live), %.3f stacks (§4)",
 			m.At.Wave.Drifted, r.RSSMiB, r.HeapMiB, r.LiveMiB, r.StackMiB))
 	}
 	add(perSpoke)
-	if sl := r.SimLarge; sl.Skipped == "" && sl.Unlimited != nil {
+	if sl.Skipped == "" && sl.Unlimited != nil {
 		u := sl.Unlimited
-		g := Goal{Figure: fmt.Sprintf("Hub memory per connected spoke at a shard's scale (%d simulated clusters, %d Nodes in each cache, vs 0)", sl.Clusters, sl.CacheNodes),
+		g := Goal{Figure: fmt.Sprintf("Hub memory per connected spoke at a shard's scale, after adopting them (%d simulated clusters, %d Nodes in each cache, vs 0)", sl.Clusters, sl.CacheNodes),
 			Goal: fmt.Sprintf("≤ %.1f MiB RSS per 100-Node spoke", goalRSSPerSpokeMiB), Skipped: u.Skipped != "", Note: u.Skipped}
 		if !g.Skipped {
 			pc := u.PerCluster
+			adopted := u.InSync == sl.Clusters && sl.UnlimitedNodesLabelled == sl.Clusters*max(r.Config.SimNodes, 1)
 			g.Measured = fmt.Sprintf("%.3f MiB RSS (%.3f anonymous): %.3f MiB heap in use (%.3f live), %.3f MiB stacks, %.1f goroutines", pc.RSSMiB, pc.AnonMiB, pc.HeapMiB, pc.LiveMiB, pc.StackMiB, pc.Goroutines)
-			g.Pass = pc.RSSMiB > 0 && pc.RSSMiB <= goalRSSPerSpokeMiB
-			g.Note = joinNotes(ratioMiss(pc.RSSMiB, goalRSSPerSpokeMiB), fmt.Sprintf("GOMEMLIMIT unset (the headline run; with the shipped soft limit %.3f MiB RSS, §4); each simulated cluster is its own TLS connection, watches and 100-Node cache, as a real spoke is to the controller; a controller restarted on them in sync (it connects, lists and watches each kind, and writes nothing), measured %s after all %d were InSync; the 0-spoke baseline ran with the soft limit, which does not bind at its size", sl.PerCluster.RSSMiB, r.Config.MemorySettle, sl.Clusters))
+			g.Pass = pc.RSSMiB > 0 && pc.RSSMiB <= goalRSSPerSpokeMiB && adopted && sl.CacheNodes >= 100
+			g.Note = joinNotes(ratioMiss(pc.RSSMiB, goalRSSPerSpokeMiB),
+				ifStr(!adopted, fmt.Sprintf("not a whole adoption: %d of %d InSync, %d Nodes labelled", u.InSync, sl.Clusters, sl.UnlimitedNodesLabelled)),
+				ifStr(sl.CacheNodes < 100, "caches of fewer than 100 Nodes"),
+				fmt.Sprintf("GOMEMLIMIT unset (the headline run; with the shipped soft limit, the first adoption's end: %.3f MiB RSS, §4); each simulated cluster is its own TLS connection, watches and %d-Node cache, as a real spoke is to the controller; a controller adopting them (their Machines and Nodes made again unlabelled: it labelled %d Nodes and their Machines), measured %s after all %d were InSync; the 0-spoke baseline ran with the soft limit, which does not bind at its size", sl.PerCluster.RSSMiB, sl.CacheNodes, sl.UnlimitedNodesLabelled, r.Config.MemorySettle, sl.Clusters))
 		}
 		add(g)
 	}
@@ -630,8 +651,8 @@ func (r *Report) Markdown() string {
 			sl.Clusters, sl.RealSpokes, sl.CacheNodes, sl.SetupS, sl.InSync, sl.Clusters, sl.AllInSyncS, sl.PeakRSSMiB, sl.Memory.RSSMiB, sl.Memory.HeapInuseMiB, sl.Memory.HeapAllocMiB, sl.Memory.StackInuseMiB, sl.Memory.Goroutines, sl.NodesLabelled)
 		if u := sl.Unlimited; u != nil && u.Skipped == "" {
 			pc := u.PerCluster
-			p("The same clusters in sync, under a controller started **without GOMEMLIMIT** (the figures above ran with it, and the heap then sat near the soft limit): %d of %d InSync after %.0f s, RSS peak %.0f MiB; measured %s after, at rest: %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live, %.0f MiB stacks, %.0f MiB freed and not returned (%d goroutines). Per cluster, less the 0-spoke baseline: **%.3f MiB RSS** (%.3f anonymous), %.3f MiB heap in use (%.3f live), %.3f MiB stacks, %.1f goroutines. With the soft limit, the first run's end: %.3f MiB RSS a cluster, %.3f heap in use (%.3f live).\n\n",
-				u.InSync, sl.Clusters, u.AllInSyncS, u.PeakRSSMiB, r.Config.MemorySettle, u.Memory.RSSMiB, u.Memory.HeapInuseMiB, u.Memory.HeapAllocMiB, u.Memory.StackInuseMiB, u.Memory.UnreturnedMiB, u.Memory.Goroutines,
+			p("The same clusters adopted again, by a controller started **without GOMEMLIMIT** (the figures above ran with it, and the heap then sat near the soft limit), after their Machines and Nodes were made again unlabelled (%.0f s): %d of %d InSync after %.0f s, %d Nodes labelled, RSS peak %.0f MiB; measured %s after, at rest: %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live, %.0f MiB stacks, %.0f MiB freed and not returned (%d goroutines). Per cluster, less the 0-spoke baseline: **%.3f MiB RSS** (%.3f anonymous), %.3f MiB heap in use (%.3f live), %.3f MiB stacks, %.1f goroutines. With the soft limit, the first run's end: %.3f MiB RSS a cluster, %.3f heap in use (%.3f live).\n\n",
+				sl.UnlimitedSetupS, u.InSync, sl.Clusters, u.AllInSyncS, sl.UnlimitedNodesLabelled, u.PeakRSSMiB, r.Config.MemorySettle, u.Memory.RSSMiB, u.Memory.HeapInuseMiB, u.Memory.HeapAllocMiB, u.Memory.StackInuseMiB, u.Memory.UnreturnedMiB, u.Memory.Goroutines,
 				pc.RSSMiB, pc.AnonMiB, pc.HeapMiB, pc.LiveMiB, pc.StackMiB, pc.Goroutines, sl.PerCluster.RSSMiB, sl.PerCluster.HeapMiB, sl.PerCluster.LiveMiB)
 		} else if u != nil {
 			p("A controller started without GOMEMLIMIT on the same clusters: %s.\n\n", u.Skipped)

@@ -78,3 +78,53 @@ func TestSteadyCPUGoal(t *testing.T) {
 		}
 	}
 }
+
+// Goal 1 is judged at a shard's scale once that run was made: the 10-spoke row is then
+// reported, and the shard's row passes only on a whole adoption of caches of 100 Nodes or
+// more, at or under 0.5 MiB RSS a cluster. Without the shard's run, the 10-spoke row judges.
+func TestPerSpokeMemoryGoal(t *testing.T) {
+	for _, c := range []struct {
+		name              string
+		atScale           bool
+		tenRSS, shardRSS  float64
+		cacheNodes        int
+		labelled, inSync  int
+		tenPass, tenRep   bool
+		shardPass, hasRow bool
+	}{
+		{"met at scale, not at 10", true, 0.92, 0.40, 100, 2000, 2000, false, true, true, true},
+		{"missed at scale", true, 0.92, 0.55, 100, 2000, 2000, false, true, false, true},
+		{"not a whole adoption", true, 0.92, 0.40, 100, 1999, 2000, false, true, false, true},
+		{"not all InSync", true, 0.92, 0.40, 100, 2000, 1999, false, true, false, true},
+		{"small caches", true, 0.92, 0.40, 42, 2000, 2000, false, true, false, true},
+		{"no shard run: 10 spokes judge, missed", false, 0.92, 0, 0, 0, 0, false, false, false, false},
+		{"no shard run: 10 spokes judge, met", false, 0.45, 0, 0, 0, 0, true, false, false, false},
+	} {
+		r := &Report{}
+		r.Config.SimNodes = 1
+		r.Memory.K, r.Memory.NodesPerSpoke, r.Memory.PerSpoke.RSSMiB = 10, 100, c.tenRSS
+		if c.atScale {
+			r.SimLarge.Clusters, r.SimLarge.CacheNodes, r.SimLarge.UnlimitedNodesLabelled = 2000, c.cacheNodes, c.labelled
+			r.SimLarge.Unlimited = &RestartedRun{InSync: c.inSync}
+			r.SimLarge.Unlimited.PerCluster.RSSMiB = c.shardRSS
+		} else {
+			r.SimLarge.Skipped = "-sim-large-real-spokes 0"
+		}
+		r.Judge()
+		ten := slices.IndexFunc(r.Goals, func(g Goal) bool { return strings.HasPrefix(g.Figure, "Hub memory per connected spoke (10 spokes") })
+		shard := slices.IndexFunc(r.Goals, func(g Goal) bool {
+			return strings.HasPrefix(g.Figure, "Hub memory per connected spoke at a shard's scale")
+		})
+		if ten < 0 || (shard >= 0) != c.hasRow {
+			t.Fatalf("%s: rows %d, %d in %+v", c.name, ten, shard, r.Goals)
+		}
+		if g := r.Goals[ten]; g.Pass != c.tenPass || g.Reported != c.tenRep {
+			t.Errorf("%s: 10-spoke row %+v, want pass %v reported %v", c.name, g, c.tenPass, c.tenRep)
+		}
+		if shard >= 0 {
+			if g := r.Goals[shard]; g.Pass != c.shardPass || g.Reported || g.Skipped {
+				t.Errorf("%s: shard row %+v, want pass %v", c.name, g, c.shardPass)
+			}
+		}
+	}
+}

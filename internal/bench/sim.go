@@ -224,12 +224,7 @@ func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[
 		s.Skipped = "failed: " + err.Error()
 		return
 	}
-	var g errgroup.Group
-	g.SetLimit(16)
-	for i := range n {
-		g.Go(func() error { return b.simMove(ctx, spokes[i%k], kcs, i) })
-	}
-	if err := g.Wait(); err != nil {
+	if err := forClusters(n, func(i int) error { return b.simMove(ctx, spokes[i%k], kcs, i) }); err != nil {
 		s.Skipped = "set-up failed: " + err.Error()
 		return
 	}
@@ -273,14 +268,39 @@ func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[
 	s.NodesLabelled = simNodesLabelled(ctx, spokes)
 	b.logf("sim-large: %d/%d InSync in %.0f s; RSS peak %.0f MiB, at the end %.0f MiB (heap %.0f MiB); %d Nodes labelled", got, n, s.AllInSyncS, s.PeakRSSMiB, s.Memory.RSSMiB, s.Memory.HeapInuseMiB, s.NodesLabelled)
 	if got == n {
-		// The same clusters, in sync now, under a controller without GOMEMLIMIT: the per-spoke
-		// cost at a shard's scale, which the soft limit does not squeeze (the run above held
-		// the heap near it).
+		// The same clusters adopted again, by a controller without GOMEMLIMIT: the per-spoke
+		// cost at a shard's scale after an adoption's writes, which the soft limit does not
+		// squeeze (the run above held the heap near it). Their Machines and Nodes are made
+		// again, unlabelled, so that every cluster needs its writes again.
 		proc.stop()
+		start := time.Now()
+		err := clearSpokes(ctx, spokes)
+		if err == nil {
+			err = forClusters(n, func(i int) error { return b.simSpokeObjects(ctx, spokes[i%k], i) })
+		}
+		if err != nil {
+			s.Unlimited = &RestartedRun{Skipped: "set-up failed: " + err.Error()}
+			return
+		}
+		s.UnlimitedSetupS = time.Since(start).Seconds()
+		if l := simNodesLabelled(ctx, spokes); l != 0 {
+			b.rep.note("simulation with larger caches: %d Nodes labelled after they were made again unlabelled", l)
+		}
 		u := b.restartedMemory(ctx, "sim-large-unlimited", "", n, b.cfg.SimTimeout)
 		s.Unlimited = u
-		b.logf("sim-large without GOMEMLIMIT: %d/%d InSync in %.0f s; RSS %.0f MiB (peak %.0f), %.3f MiB a cluster %s", u.InSync, n, u.AllInSyncS, u.Memory.RSSMiB, u.PeakRSSMiB, u.PerCluster.RSSMiB, u.Skipped)
+		s.UnlimitedNodesLabelled = simNodesLabelled(ctx, spokes)
+		b.logf("sim-large without GOMEMLIMIT: set up again in %.0f s; %d/%d InSync in %.0f s; %d Nodes labelled; RSS %.0f MiB (peak %.0f), %.3f MiB a cluster %s", s.UnlimitedSetupS, u.InSync, n, u.AllInSyncS, s.UnlimitedNodesLabelled, u.Memory.RSSMiB, u.PeakRSSMiB, u.PerCluster.RSSMiB, u.Skipped)
 	}
+}
+
+// forClusters runs f for each of n simulated clusters, 16 at a time.
+func forClusters(n int, f func(i int) error) error {
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error { return f(i) })
+	}
+	return g.Wait()
 }
 
 // settleQuiet is how long a controller must send the hub nothing but
