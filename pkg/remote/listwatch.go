@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"mime"
 	"net/http"
@@ -68,14 +69,18 @@ type eventDecoder interface {
 	Close()
 }
 
-var loopBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Cap: 30 * time.Second}
+// loopBackoff is a kind loop's wait after a failure: 0.8 s doubling to 30 s, each wait 1 to 2
+// times that (jitter), back to 0.8 s once 2 minutes pass without a failure (run's
+// DelayWithReset), as client-go's Reflector waits. Steps is what lets it grow: without it,
+// wait.Backoff returns the first delay every time.
+var loopBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: 30 * time.Second}
 
-// errShortWatch is a watch that the server ended at once without an event: retried with
-// backoff, so a server that closes every watch cannot make the loop spin.
 // expiryGap is how long after one expired watch another one is relisted at once; sooner, it
 // waits the loop's backoff, as every other failure does.
 const expiryGap = time.Minute
 
+// errShortWatch is a watch that the server ended at once without an event: retried with
+// backoff, so a server that closes every watch cannot make the loop spin.
 var errShortWatch = errors.New("watch ended within a second without an event")
 
 func (l *kindLoop) run(ctx context.Context) {
@@ -106,6 +111,7 @@ func (l *kindLoop) run(ctx context.Context) {
 			if !again {
 				continue
 			}
+			l.log.V(2).Info("watch expired again within a minute; relisting after a backoff", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind)
 		} else {
 			l.log.V(2).Info("list or watch failed; retrying", "cluster", l.cluster, "kind", l.store.spec.gvk.Kind, "err", err.Error())
 		}

@@ -121,6 +121,18 @@ func TestKindLoop(t *testing.T) {
 		wantNames: []string{"c"},
 		wantWaits: 1,
 	}, {
+		name: "a watch that expires a minute or more after the last expiry lists again at once",
+		answers: []answer{
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "20"}}},
+			{err: errors.New("connection reset")}, // its wait moves the clock on a minute
+			{events: &scriptedEvents{events: []watch.Event{{Type: watch.Error, Object: &expired.ErrStatus}}}},
+			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "30"}}},
+		},
+		want:      []string{"list@0", "watch@10", "list@", "watch@20", "watch@20", "list@", "watch@30"},
+		wantWaits: 1,
+	}, {
 		name: "a watch refused with 410 Gone lists again too",
 		answers: []answer{
 			{list: &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}},
@@ -237,6 +249,24 @@ func TestKindLoop(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A kind loop's wait after a failure doubles from 0.8 s to the 30 s cap (each wait 1 to 2 times
+// that), and starts again from 0.8 s once 2 minutes pass without a failure.
+func TestLoopBackoffGrowsAndResets(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	delay := loopBackoff.DelayWithReset(clk, 2*time.Minute)
+	base := loopBackoff.Duration
+	for i := range 10 {
+		want := min(base<<i, loopBackoff.Cap)
+		if d := delay(); d < want || d > 2*want {
+			t.Errorf("wait %d: %s, want %s to %s", i+1, d, want, 2*want)
+		}
+	}
+	clk.Step(3 * time.Minute)
+	if d := delay(); d < base || d > 2*base {
+		t.Errorf("the first wait after 3 quiet minutes: %s, want %s to %s", d, base, 2*base)
 	}
 }
 
