@@ -79,33 +79,41 @@ func TestSteadyCPUGoal(t *testing.T) {
 	}
 }
 
-// Goal 1 is judged at a shard's scale once that run was made: the 10-spoke row is then
-// reported, and the shard's row passes only on a whole adoption of caches of 100 Nodes or
-// more, at or under 0.5 MiB RSS a cluster. Without the shard's run, the 10-spoke row judges.
+// Goal 1 is judged at a shard's scale once that run was made at 2,000 clusters: the 10-spoke
+// row is then reported, and the shard's row passes only on a whole adoption of caches of 100
+// Nodes or more, at or under 0.5 MiB RSS a cluster. Without it, the 10-spoke row judges.
 func TestPerSpokeMemoryGoal(t *testing.T) {
+	const judges, reported, none = "judges", "reported", ""
 	for _, c := range []struct {
-		name              string
-		atScale           bool
-		tenRSS, shardRSS  float64
-		cacheNodes        int
-		labelled, inSync  int
-		tenPass, tenRep   bool
-		shardPass, hasRow bool
+		name     string
+		clusters int // 0: no shard run
+		skipped  string
+		tenRSS   float64
+		shardRSS float64
+		nodes    int
+		labelled int
+		inSync   int
+		ten      string // what the 10-spoke row does
+		tenPass  bool
+		shard    string // "pass", "miss", "skipped", or none (no row)
 	}{
-		{"met at scale, not at 10", true, 0.92, 0.40, 100, 2000, 2000, false, true, true, true},
-		{"missed at scale", true, 0.92, 0.55, 100, 2000, 2000, false, true, false, true},
-		{"not a whole adoption", true, 0.92, 0.40, 100, 1999, 2000, false, true, false, true},
-		{"not all InSync", true, 0.92, 0.40, 100, 2000, 1999, false, true, false, true},
-		{"small caches", true, 0.92, 0.40, 42, 2000, 2000, false, true, false, true},
-		{"no shard run: 10 spokes judge, missed", false, 0.92, 0, 0, 0, 0, false, false, false, false},
-		{"no shard run: 10 spokes judge, met", false, 0.45, 0, 0, 0, 0, true, false, false, false},
+		{"met at scale, not at 10", 2000, "", 0.92, 0.40, 100, 2000, 2000, reported, false, "pass"},
+		{"met at scale and at 10: still only reported", 2000, "", 0.45, 0.40, 100, 2000, 2000, reported, false, "pass"},
+		{"missed at scale", 2000, "", 0.92, 0.55, 100, 2000, 2000, reported, false, "miss"},
+		{"not a whole adoption", 2000, "", 0.92, 0.40, 100, 1999, 2000, reported, false, "miss"},
+		{"not all InSync", 2000, "", 0.92, 0.40, 100, 2000, 1999, reported, false, "miss"},
+		{"small caches", 2000, "", 0.92, 0.40, 42, 2000, 2000, reported, false, "miss"},
+		{"fewer clusters than a shard: 10 spokes judge", 20, "", 0.92, 0.40, 100, 20, 20, judges, false, "miss"},
+		{"the shard run failed: 10 spokes judge", 2000, "memory: no answer", 0.45, 0, 100, 0, 0, judges, true, "skipped"},
+		{"no shard run: 10 spokes judge, missed", 0, "", 0.92, 0, 0, 0, 0, judges, false, none},
+		{"no shard run: 10 spokes judge, met", 0, "", 0.45, 0, 0, 0, 0, judges, true, none},
 	} {
 		r := &Report{}
 		r.Config.SimNodes = 1
 		r.Memory.K, r.Memory.NodesPerSpoke, r.Memory.PerSpoke.RSSMiB = 10, 100, c.tenRSS
-		if c.atScale {
-			r.SimLarge.Clusters, r.SimLarge.CacheNodes, r.SimLarge.UnlimitedNodesLabelled = 2000, c.cacheNodes, c.labelled
-			r.SimLarge.Unlimited = &RestartedRun{InSync: c.inSync}
+		if c.clusters > 0 {
+			r.SimLarge.Clusters, r.SimLarge.CacheNodes, r.SimLarge.UnlimitedNodesLabelled = c.clusters, c.nodes, c.labelled
+			r.SimLarge.Unlimited = &RestartedRun{InSync: c.inSync, Skipped: c.skipped}
 			r.SimLarge.Unlimited.PerCluster.RSSMiB = c.shardRSS
 		} else {
 			r.SimLarge.Skipped = "-sim-large-real-spokes 0"
@@ -115,15 +123,20 @@ func TestPerSpokeMemoryGoal(t *testing.T) {
 		shard := slices.IndexFunc(r.Goals, func(g Goal) bool {
 			return strings.HasPrefix(g.Figure, "Hub memory per connected spoke at a shard's scale")
 		})
-		if ten < 0 || (shard >= 0) != c.hasRow {
+		if ten < 0 || (shard >= 0) != (c.shard != none) {
 			t.Fatalf("%s: rows %d, %d in %+v", c.name, ten, shard, r.Goals)
 		}
-		if g := r.Goals[ten]; g.Pass != c.tenPass || g.Reported != c.tenRep {
-			t.Errorf("%s: 10-spoke row %+v, want pass %v reported %v", c.name, g, c.tenPass, c.tenRep)
+		if g := r.Goals[ten]; g.Pass != c.tenPass || g.Reported != (c.ten == reported) || g.Skipped {
+			t.Errorf("%s: 10-spoke row %+v, want %s, pass %v", c.name, g, c.ten, c.tenPass)
 		}
 		if shard >= 0 {
-			if g := r.Goals[shard]; g.Pass != c.shardPass || g.Reported || g.Skipped {
-				t.Errorf("%s: shard row %+v, want pass %v", c.name, g, c.shardPass)
+			g := r.Goals[shard]
+			got := map[bool]string{true: "pass", false: "miss"}[g.Pass]
+			if g.Skipped {
+				got = "skipped"
+			}
+			if got != c.shard || g.Reported {
+				t.Errorf("%s: shard row %+v, want %s", c.name, g, c.shard)
 			}
 		}
 	}

@@ -25,8 +25,10 @@ const (
 // sync (issue 14; the 2,000-cluster rows say whether the controller ran with a
 // soft memory limit).
 const (
-	goalRSS2000MiB       = 768
-	goalRSSPerSpokeMiB   = 0.5
+	goalRSS2000MiB     = 768
+	goalRSSPerSpokeMiB = 0.5
+	// shardClusters is a hive shard's clusters, the scale the fleet-size goals are set at.
+	shardClusters        = 2000
 	goalSteadyCPUPercent = 5.0
 )
 
