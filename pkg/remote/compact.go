@@ -63,8 +63,6 @@ func compact(obj any) (*record, error) {
 	return nil, fmt.Errorf("unexpected %T in the spoke cache", obj)
 }
 
-// compactMeta keeps the metadata every kind's record has, and providerID; annotations only
-// when asked (the planner reads none of a MachineSet's).
 // compactAll compacts a list's items.
 func compactAll(objs []any) ([]*record, error) {
 	recs := make([]*record, len(objs))
@@ -78,6 +76,8 @@ func compactAll(objs []any) ([]*record, error) {
 	return recs, nil
 }
 
+// compactMeta keeps the metadata every kind's record has, and providerID; annotations only
+// when asked (the planner reads none of a MachineSet's).
 func compactMeta(m *metav1.ObjectMeta, annotations bool, providerID string) *record {
 	r := &record{
 		labels:   pairsOf(m.Labels, nil, m.Name),
