@@ -3,6 +3,7 @@ package localfleet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
@@ -121,7 +122,7 @@ func (s *Spoke) addMachine(ctx context.Context, ms *machinev1beta1.MachineSet) (
 	s.mu.Unlock()
 	name := fmt.Sprintf("%s-%05d", ms.Name, i)
 	m := MachineFor(ms, name, fmt.Sprintf("aws:///%s/i-%s%05d", Zone, s.Name, i))
-	if err := s.Admin.Create(ctx, m); err != nil {
+	if err := s.Admin.Create(ctx, m, client.FieldOwner(MachineSetFieldManager)); err != nil {
 		return nil, fmt.Errorf("%s: create Machine: %w", s.Name, err)
 	}
 	return m, nil
@@ -132,13 +133,38 @@ func nodeName(spoke string, i int) string {
 	return fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", len(spoke)%200, i/250, i%250)
 }
 
-// LinkNode creates the Machine's Node, as the instance joining would, from
-// the Machine as it stands, and sets the Machine's status.nodeRef through the
-// status subresource, as the nodelink controller does.
+// Field managers of the spoke's other writers, as a real spoke's
+// managedFields name them: each harness write on their behalf says who made
+// it, so the controller's evidence of who set an item (its managedFields) is
+// what a real spoke would give.
+const (
+	// KubeletFieldManager registers Nodes.
+	KubeletFieldManager = "kubelet"
+	// NodelinkFieldManager links Nodes to Machines and copies their labels
+	// and taints (the nodelink binary's name, from its user agent).
+	NodelinkFieldManager = "nodelink-controller"
+	// MachineSetFieldManager creates a MachineSet's Machines from its template.
+	MachineSetFieldManager = "machineset-controller"
+)
+
+// LinkNode creates the Machine's Node as kubelet registers it, then links it
+// as nodelink does (its annotation, the Machine's labels and missing taints,
+// in one Update as NodelinkFieldManager), and sets the Machine's
+// status.nodeRef through the status subresource.
 func (s *Spoke) LinkNode(ctx context.Context, machine string) (*corev1.Node, error) {
-	m, n, err := s.createNode(ctx, machine, nil)
+	m, n, err := s.createNode(ctx, machine)
 	if err != nil {
 		return nil, err
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil {
+			return err
+		}
+		linkOnto(m, n)
+		return s.Admin.Update(ctx, n, client.FieldOwner(NodelinkFieldManager))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: link Node %s: %w", s.Name, n.Name, err)
 	}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
@@ -154,21 +180,38 @@ func (s *Spoke) LinkNode(ctx context.Context, machine string) (*corev1.Node, err
 	return n, nil
 }
 
-// JoinNode creates the Machine's Node as a booting instance registers it:
-// without the Machine's labels and taints, and without linking it. Linking,
-// and copying them, is nodelink's job (Spoke.RunNodelink).
-func (s *Spoke) JoinNode(ctx context.Context, machine string) (*corev1.Node, error) {
-	_, n, err := s.createNode(ctx, machine, func(m *machinev1beta1.Machine, n *corev1.Node) {
-		for k := range m.Spec.Labels {
-			delete(n.Labels, k)
+// linkOnto does to n what nodelink does when it links n to m: names m in
+// its annotation, copies m's spec.metadata.labels (overwriting) and appends
+// m's taints whose key+effect n lacks.
+func linkOnto(m *machinev1beta1.Machine, n *corev1.Node) {
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[nmsync.AnnotationNodeMachine] = m.Namespace + "/" + m.Name
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	maps.Copy(n.Labels, m.Spec.ObjectMeta.Labels)
+	for _, t := range m.Spec.Taints {
+		if !slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == t.Key && x.Effect == t.Effect }) {
+			n.Spec.Taints = append(n.Spec.Taints, t)
 		}
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(m.Spec.Taints, t) })
-	})
+	}
+}
+
+// JoinNode creates the Machine's Node as a booting instance registers it
+// (as KubeletFieldManager): without the Machine's labels and taints, and
+// without linking it. Linking, and copying them, is nodelink's job
+// (Spoke.RunNodelink).
+func (s *Spoke) JoinNode(ctx context.Context, machine string) (*corev1.Node, error) {
+	_, n, err := s.createNode(ctx, machine)
 	return n, err
 }
 
-// createNode creates the Node of a Machine (NodeFor, then mutate if set).
-func (s *Spoke) createNode(ctx context.Context, machine string, mutate func(*machinev1beta1.Machine, *corev1.Node)) (*machinev1beta1.Machine, *corev1.Node, error) {
+// createNode registers the Node of a Machine as kubelet does: NodeFor's
+// Node without what nodelink puts there (the Machine's labels and taints,
+// and its annotation), created as KubeletFieldManager.
+func (s *Spoke) createNode(ctx context.Context, machine string) (*machinev1beta1.Machine, *corev1.Node, error) {
 	m := &machinev1beta1.Machine{}
 	if err := s.Admin.Get(ctx, types.NamespacedName{Namespace: MachineAPINamespace, Name: machine}, m); err != nil {
 		return nil, nil, err
@@ -177,11 +220,11 @@ func (s *Spoke) createNode(ctx context.Context, machine string, mutate func(*mac
 	s.counter++
 	i := s.counter
 	s.mu.Unlock()
-	n := NodeFor(m, nodeName(s.Name, i), Zone, i)
-	if mutate != nil {
-		mutate(m, n)
-	}
-	if err := s.Admin.Create(ctx, n); err != nil {
+	bare := m.DeepCopy()
+	bare.Spec.ObjectMeta.Labels, bare.Spec.Taints = nil, nil
+	n := NodeFor(bare, nodeName(s.Name, i), Zone, i)
+	delete(n.Annotations, nmsync.AnnotationNodeMachine)
+	if err := s.Admin.Create(ctx, n, client.FieldOwner(KubeletFieldManager)); err != nil {
 		return nil, nil, fmt.Errorf("%s: create Node: %w", s.Name, err)
 	}
 	return m, n, nil

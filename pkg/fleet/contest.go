@@ -79,7 +79,7 @@ func (c *contestTracker) record(cluster, pool, desired string, r nmsync.Result) 
 		// nodelink copied the new items first).
 		delete(c.records[cluster], k)
 	}
-	if r.Outcome != nmsync.OutcomePatched || onlyAdoptions(r.Changes) {
+	if r.Outcome != nmsync.OutcomePatched || onlyBookkeeping(r.Changes) {
 		return false
 	}
 	now := c.now()
@@ -105,9 +105,9 @@ func (c *contestTracker) record(cluster, pool, desired string, r nmsync.Result) 
 	return false
 }
 
-func onlyAdoptions(changes []nmsync.Change) bool {
+func onlyBookkeeping(changes []nmsync.Change) bool {
 	for _, ch := range changes {
-		if ch.Op != nmsync.OpAdopt {
+		if ch.Op != nmsync.OpAdopt && ch.Op != nmsync.OpRelease {
 			return false
 		}
 	}

@@ -37,6 +37,7 @@ type Metrics struct {
 	Patches      *prometheus.CounterVec   // patches_total{kind,result}
 	Conflicts    *prometheus.CounterVec   // conflicts_total{kind}
 	Overrides    *prometheus.CounterVec   // overrides_total{kind}
+	SharedKept   *prometheus.CounterVec   // shared_items_kept_total{kind}
 	Refusals     *prometheus.CounterVec   // refusals_total{reason}
 	Contested    *prometheus.GaugeVec     // contested_objects{cluster,pool}
 	Denied       *prometheus.GaugeVec     // denied_objects{cluster,pool}
@@ -71,6 +72,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "409 Conflicts met while patching, by kind."}, []string{"kind"}),
 		Overrides: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "overrides_total",
 			Help: "Declared items that held someone else's value and were set to the pool's value, by kind."}, []string{"kind"}),
+		SharedKept: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "shared_items_kept_total",
+			Help: "Labels a pool stopped declaring that were left in place because someone else set them too (their managedFields name another manager), by kind."}, []string{"kind"}),
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "refusals_total",
 			Help: "Pool syncs refused, by reason code."}, []string{"reason"}),
 		Contested: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "contested_objects",
@@ -91,6 +94,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Patches = register(reg, m.Patches)
 	m.Conflicts = register(reg, m.Conflicts)
 	m.Overrides = register(reg, m.Overrides)
+	m.SharedKept = register(reg, m.SharedKept)
 	m.Refusals = register(reg, m.Refusals)
 	m.Contested = register(reg, m.Contested)
 	m.Denied = register(reg, m.Denied)
@@ -107,6 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 		m.Conflicts.WithLabelValues(kind).Add(0)
 		m.Overrides.WithLabelValues(kind).Add(0)
+		m.SharedKept.WithLabelValues(kind).Add(0)
 	}
 	for _, code := range []string{nmsync.CodeInvalidKey, nmsync.CodeInvalidValue, nmsync.CodeInvalidEffect, nmsync.CodeReservedKey, nmsync.CodeTooMany, nmsync.CodeInvalidPacing} {
 		m.Refusals.WithLabelValues(code).Add(0)

@@ -562,8 +562,15 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 				r.Metrics.Conflicts.WithLabelValues(rr.Kind).Add(float64(rr.Conflicts))
 			}
 			for _, ch := range rr.Changes {
-				if ch.Op == nmsync.OpOverride && rr.Outcome == nmsync.OutcomePatched {
+				if rr.Outcome != nmsync.OutcomePatched {
+					continue
+				}
+				switch ch.Op {
+				case nmsync.OpOverride:
 					r.Metrics.Overrides.WithLabelValues(rr.Kind).Inc()
+				case nmsync.OpRelease:
+					r.Metrics.SharedKept.WithLabelValues(rr.Kind).Inc()
+					logger.Info("kept a label the pool no longer declares: someone else set it too", "pool", mp.Name, "kind", rr.Kind, "object", rr.Name, "label", ch.Key, "setBy", ch.With)
 				}
 			}
 		}

@@ -217,6 +217,8 @@ func describeChange(ch nmsync.Change) string {
 		return fmt.Sprintf("remove %s %s", kind, ch.Key)
 	case nmsync.OpAdopt:
 		return fmt.Sprintf("adopt %s %s", kind, ch.Key)
+	case nmsync.OpRelease:
+		return fmt.Sprintf("keep %s %s (also set by %s)", kind, ch.Key, strings.Join(ch.With, ", "))
 	default:
 		return fmt.Sprintf("%s %s %s", strings.ToLower(string(ch.Op)), kind, ch.Key)
 	}

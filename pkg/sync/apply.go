@@ -2,11 +2,14 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -75,8 +78,11 @@ type Result struct {
 	// be sent in a dry run).
 	Changes []Change
 	// Requests counts the write requests sent; Conflicts the 409s among them.
+	// Reads counts the objects read afresh: after a conflict, or to judge a
+	// removal on the object's managedFields.
 	Requests  int
 	Conflicts int
+	Reads     int
 	Err       error
 	Reason    string
 }
@@ -134,6 +140,7 @@ func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result 
 		node.Reason = ReasonMachineNotSynced
 		node.Err = fmt.Errorf("node %s not written: machine %s ended %s", t.Node.Name, t.Machine.Name, m.Outcome)
 	default:
+		d.MachineNodeLabels = heldAfter(t.Machine.Spec.ObjectMeta.Labels, m.Changes)
 		node = a.sync(ctx, ResultKindNode, t.Node, func(o client.Object) Plan {
 			return PlanNode(d, o.(*corev1.Node))
 		}, func() client.Object { return &corev1.Node{} })
@@ -141,8 +148,22 @@ func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result 
 	return append(results, node)
 }
 
+// heldAfter is the node labels a Machine that held labels holds once changes
+// are written: those it removes are gone, the rest stay (what it adds does
+// not matter to the Node's plan, which declares it).
+func heldAfter(labels map[string]string, changes []Change) map[string]string {
+	out := maps.Clone(labels)
+	for _, c := range changes {
+		if c.Kind == KindNodeLabel && c.Op == OpRemove {
+			delete(out, c.Key)
+		}
+	}
+	return out
+}
+
 // sync plans obj and patches it, re-reading and re-planning after each
-// conflict. obj is the caller's, and only read: Patch may overwrite the object
+// conflict, or once first when the plan needs the object whole (its
+// managedFields, which a trimmed cache drops). obj is the caller's, and only read: Patch may overwrite the object
 // it is given, so obj is copied before the first patch, and an object already
 // in sync (nearly every object of a resync) costs no copy.
 func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan func(client.Object) Plan, fresh func() client.Object) Result {
@@ -155,6 +176,19 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 	lower := lowerKind(kind)
 	for {
 		p := plan(obj)
+		if p.NeedsRead && !own && a.reader() != nil {
+			next, err := a.read(ctx, obj, fresh)
+			if err != nil {
+				r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("read %s %s: %w", lower, r.Name, err)
+				if apierrors.IsNotFound(err) {
+					r.Outcome, r.Reason = OutcomeSkipped, ReasonNotFound
+				}
+				return r
+			}
+			r.Reads++
+			obj, own = next, true
+			continue
+		}
 		r.Changes = p.Changes
 		if p.InSync() {
 			r.Outcome = OutcomeInSync
@@ -178,7 +212,7 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 			obj, own = obj.DeepCopyObject().(client.Object), true
 		}
 		r.Requests++
-		err := a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, p.Patch))
+		err := a.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, p.Patch), client.FieldOwner(FieldManager))
 		switch {
 		case err == nil:
 			r.Outcome = OutcomePatched
@@ -198,26 +232,46 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 			r.Outcome, r.Err = OutcomeConflict, fmt.Errorf("patch %s %s: gave up after %d conflicts: %w", lower, r.Name, r.Conflicts, err)
 			return r
 		}
-		reader := a.Reader
-		if reader == nil {
-			if r2, ok := a.Client.(client.Reader); ok {
-				reader = r2
-			} else {
-				r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("re-read %s %s: the applier has no Reader", lower, r.Name)
-				return r
-			}
-		}
-		next := fresh()
-		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), next); err != nil {
+		next, err := a.read(ctx, obj, fresh)
+		if err != nil {
+			r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("re-read %s %s: %w", lower, r.Name, err)
 			if apierrors.IsNotFound(err) {
-				r.Outcome, r.Reason, r.Err = OutcomeSkipped, ReasonNotFound, fmt.Errorf("re-read %s %s: %w", lower, r.Name, err)
-			} else {
-				r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("re-read %s %s: %w", lower, r.Name, err)
+				r.Outcome, r.Reason = OutcomeSkipped, ReasonNotFound
 			}
 			return r
 		}
+		r.Reads++
 		obj = next
 	}
+}
+
+// reader is Reader, or Client if it reads, or nil. Without one (a dry-run
+// planner), a plan that needs the object whole goes as it is: it keeps the
+// labels it cannot judge, and their record.
+func (a *Applier) reader() client.Reader {
+	if a.Reader != nil {
+		return a.Reader
+	}
+	r, _ := a.Client.(client.Reader)
+	return r
+}
+
+// read gets obj afresh. An object read without managedFields (a server that
+// strips them) is given an empty list, so that the planner knows it was read
+// and judges its labels shared.
+func (a *Applier) read(ctx context.Context, obj client.Object, fresh func() client.Object) (client.Object, error) {
+	reader := a.reader()
+	if reader == nil {
+		return nil, errors.New("the applier has no Reader")
+	}
+	next := fresh()
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), next); err != nil {
+		return nil, err
+	}
+	if next.GetManagedFields() == nil {
+		next.SetManagedFields([]metav1.ManagedFieldsEntry{})
+	}
+	return next, nil
 }
 
 func lowerKind(kind string) string {

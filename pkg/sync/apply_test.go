@@ -10,6 +10,7 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -26,8 +27,10 @@ type stubClient struct {
 	calls []string
 	fresh map[string]client.Object // kind -> object returned by Get
 	gets  int
-	// patched holds the objects Patch was given, in order.
-	patched []client.Object
+	// patched holds the objects Patch was given, in order, and
+	// fieldManagers the field manager each named.
+	patched       []client.Object
+	fieldManagers []string
 }
 
 func kindOf(obj client.Object) string {
@@ -37,8 +40,9 @@ func kindOf(obj client.Object) string {
 	return ResultKindNode
 }
 
-func (s *stubClient) Patch(_ context.Context, obj client.Object, patch client.Patch, _ ...client.PatchOption) error {
+func (s *stubClient) Patch(_ context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	k := kindOf(obj)
+	s.fieldManagers = append(s.fieldManagers, (&client.PatchOptions{}).ApplyOptions(opts).FieldManager)
 	data, err := patch.Data(obj)
 	if err != nil {
 		return err
@@ -97,6 +101,11 @@ func TestApplierSyncTarget(t *testing.T) {
 		tg.Node.Annotations = map[string]string{AnnotationOwnedLabels: "a"}
 		return tg
 	}
+	dropped := func() Target { // the pool no longer declares a; the objects come from a trimmed cache
+		tg := synced()
+		tg.Machine.ResourceVersion, tg.Node.ResourceVersion = "9", "7"
+		return tg
+	}
 	machineAdd := []Change{{Kind: KindNodeLabel, Op: OpAdd, Key: "a", To: "1"}}
 	nodeAdd := machineAdd
 	machinePatch := func(rv string) string {
@@ -106,6 +115,7 @@ func TestApplierSyncTarget(t *testing.T) {
 
 	tests := map[string]struct {
 		applier   Applier
+		desired   *Desired // d when nil
 		target    Target
 		errs      map[string][]error
 		fresh     map[string]client.Object
@@ -153,12 +163,44 @@ func TestApplierSyncTarget(t *testing.T) {
 			},
 			wantCalls: []string{machinePatch("9")},
 		},
+		"a dropped label: each object read whole, the delivered label removed, the shared one released": {
+			desired: &Desired{},
+			target:  dropped(),
+			fresh: map[string]client.Object{
+				"Machine": func() client.Object {
+					m := dropped().Machine
+					m.ManagedFields = []metav1.ManagedFieldsEntry{ours(pathMachineNodeLabels, "a")}
+					return m
+				}(),
+				"Node": func() client.Object {
+					n := dropped().Node
+					n.ManagedFields = []metav1.ManagedFieldsEntry{managed("kubelet", pathLabels, []string{"a"})}
+					return n
+				}(),
+			},
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomePatched, Changes: []Change{{Kind: KindNodeLabel, Op: OpRemove, Key: "a", From: "1"}}, Requests: 1, Reads: 1},
+				{Kind: "Node", Name: "n", Outcome: OutcomePatched, Changes: []Change{{Kind: KindNodeLabel, Op: OpRelease, Key: "a", From: "1", To: "1", With: []string{"kubelet"}}}, Requests: 1, Reads: 1},
+			},
+			wantCalls: []string{
+				`Machine m application/merge-patch+json {"metadata":{"annotations":{"hub-node-metadata.openshift.io/owned-labels":null},"resourceVersion":"9"},"spec":{"metadata":{"labels":{"a":null}}}}`,
+				`Node n application/merge-patch+json {"metadata":{"annotations":{"hub-node-metadata.openshift.io/owned-labels":null},"resourceVersion":"7"}}`,
+			},
+		},
+		"a dropped label whose object cannot be read whole: kept, recorded, nothing sent": {
+			desired: &Desired{},
+			target:  dropped(),
+			want: []Result{
+				{Kind: "Machine", Name: "m", Outcome: OutcomeSkipped, Reason: ReasonNotFound, Err: fmt.Errorf("read machine m: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "things"}, "m"))},
+				{Kind: "Node", Name: "n", Outcome: OutcomeSkipped, Reason: ReasonMachineNotSynced, Err: errors.New("node n not written: machine m ended Skipped")},
+			},
+		},
 		"conflict: re-read, re-plan with the fresh resourceVersion, retry": {
 			target: drifted(),
 			errs:   map[string][]error{"Machine": {conflictErr}},
 			fresh:  map[string]client.Object{"Machine": func() client.Object { m := drifted().Machine; m.ResourceVersion = "10"; return m }()},
 			want: []Result{
-				{Kind: "Machine", Name: "m", Outcome: OutcomePatched, Changes: machineAdd, Requests: 2, Conflicts: 1},
+				{Kind: "Machine", Name: "m", Outcome: OutcomePatched, Changes: machineAdd, Requests: 2, Conflicts: 1, Reads: 1},
 				{Kind: "Node", Name: "n", Outcome: OutcomePatched, Changes: nodeAdd, Requests: 1},
 			},
 			wantCalls: []string{machinePatch("9"), machinePatch("10"), nodePatch},
@@ -168,7 +210,7 @@ func TestApplierSyncTarget(t *testing.T) {
 			errs:   map[string][]error{"Machine": {conflictErr}},
 			fresh:  map[string]client.Object{"Machine": synced().Machine},
 			want: []Result{
-				{Kind: "Machine", Name: "m", Outcome: OutcomeInSync, Requests: 1, Conflicts: 1},
+				{Kind: "Machine", Name: "m", Outcome: OutcomeInSync, Requests: 1, Conflicts: 1, Reads: 1},
 				{Kind: "Node", Name: "n", Outcome: OutcomePatched, Changes: nodeAdd, Requests: 1},
 			},
 			wantCalls: []string{machinePatch("9"), nodePatch},
@@ -179,7 +221,7 @@ func TestApplierSyncTarget(t *testing.T) {
 			errs:    map[string][]error{"Machine": {conflictErr, conflictErr, conflictErr}},
 			fresh:   map[string]client.Object{"Machine": drifted().Machine},
 			want: []Result{
-				{Kind: "Machine", Name: "m", Outcome: OutcomeConflict, Changes: machineAdd, Requests: 3, Conflicts: 3,
+				{Kind: "Machine", Name: "m", Outcome: OutcomeConflict, Changes: machineAdd, Requests: 3, Conflicts: 3, Reads: 2,
 					Err: fmt.Errorf("patch machine m: gave up after 3 conflicts: %w", conflictErr)},
 				{Kind: "Node", Name: "n", Outcome: OutcomeSkipped, Reason: ReasonMachineNotSynced, Err: errors.New("node n not written: machine m ended Conflict")},
 			},
@@ -224,12 +266,21 @@ func TestApplierSyncTarget(t *testing.T) {
 			if tc.target.Node != nil {
 				beforeNode = tc.target.Node.DeepCopy()
 			}
-			got := a.SyncTarget(context.Background(), d, tc.target)
+			desired := d
+			if tc.desired != nil {
+				desired = *tc.desired
+			}
+			got := a.SyncTarget(context.Background(), desired, tc.target)
 			if diff := cmp.Diff(tc.want, got, errText); diff != "" {
 				t.Errorf("results (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantCalls, stub.calls); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			for i, fm := range stub.fieldManagers {
+				if fm != FieldManager {
+					t.Errorf("patch %d names field manager %q, want %q", i, fm, FieldManager)
+				}
 			}
 			if diff := cmp.Diff(before, tc.target.Machine); diff != "" {
 				t.Errorf("SyncTarget modified the target's Machine:\n%s", diff)

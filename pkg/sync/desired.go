@@ -54,6 +54,12 @@ type Desired struct {
 	// nodelink's copy from a Machine it had not yet seen without it. Unused on
 	// Machines, which nodelink does not write.
 	Reclaim Reclaim
+	// MachineNodeLabels, on a Node, are the node labels its Machine holds
+	// (spec.metadata.labels) once the Machine's own write is done. nodelink
+	// copies them, so a label of them that nodelink set on the Node is not
+	// removed as delivered (see "Shared items" in doc.go). Unused on
+	// Machines.
+	MachineNodeLabels map[string]string
 }
 
 // Reclaim is what Desired.Reclaim names: label key -> value, and taint

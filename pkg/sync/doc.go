@@ -72,8 +72,61 @@
 // AnnotationOwnedLabels, AnnotationOwnedTaints and, on Machines,
 // AnnotationOwnedMachineLabels. After a write the record is exactly the
 // declared items, so an item the pool stops declaring is removed on the next
-// pass only if it is recorded; an item present with the wanted value but not
-// recorded is adopted (recorded, not written). Entries are sorted and joined
+// pass only if it is recorded (and, for a label, not shared: below); an item
+// present with the wanted value but not recorded is adopted (recorded, not
+// written). Every write names FieldManager, so that the spoke's
+// managedFields tell this controller's writes from everyone else's.
+//
+// # Shared items
+//
+// A recorded item may also have been put there by someone else: kubelet
+// registers every OpenShift worker with node-role.kubernetes.io/worker, and
+// an admin may have labelled a Node by hand with the value a pool declares
+// later. Such an item is shared, and stays when the pool stops declaring it;
+// removing a role label is an outage, while a leaked label can be removed by
+// hand. What the pool delivered still leaves: what this controller wrote,
+// and what reached a new Machine from the MachineSet template Hive wrote and
+// its Node through nodelink.
+//
+// The evidence is the object's metadata.managedFields, which the API server
+// keeps key by key for labels: a request's field manager becomes the owner
+// of the keys it changed, and a key written again with the same value keeps
+// its owner (kubelet keeps its role label when nodelink or this controller
+// copies the same value). An owned label the pool no longer declares is
+// removed only if every manager that owns its key is a delivery path of the
+// pool:
+//
+//   - this controller (FieldManager);
+//   - on a Machine, the manager that created it from its MachineSet's
+//     template: the owner of its controller ownerReference;
+//   - on a Node, the manager that owns nodelink's machine.openshift.io/machine
+//     annotation (nodelink, which links the Node and copies the Machine's
+//     labels), and only while the Machine no longer holds the label
+//     (Desired.MachineNodeLabels), since nodelink copies back whatever the
+//     Machine holds.
+//
+// Any other owner (kubelet, kubectl-label, an operator, a GitOps tool that
+// applies the same value), or no owner at all (an object older than
+// managedFields), makes it shared: the plan leaves it in place, drops it
+// from the record and reports it (OpRelease, with the other managers in
+// Change.With). The rule is applied when the item is about to be removed,
+// not when it is adopted, so records written by earlier versions, which
+// adopted whatever they found, are judged by it too, and nothing is removed
+// because of how it was recorded. A trimmed cache drops managedFields, so a
+// plan with such a removal asks for the object whole (Plan.NeedsRead), and
+// the Applier reads it once before writing: a pool change that drops labels
+// costs one read and one write per object; other changes cost no read.
+//
+// Limits. The linker and the creator are recognized by the fields they own,
+// not by name, so a nodelink or MachineSet controller under another
+// identity is still recognized; but one whose managedFields were reset
+// since it linked (an annotation written again by someone else) makes
+// nodelink's later copies look foreign, and they stay (a leak, the safe
+// side). Node and Machine spec.taints are one atomic field in managedFields:
+// one manager owns the whole list, so no evidence names who added one
+// taint, and taints keep the record's rule: an adopted taint is removed when
+// the pool stops declaring it. A pool that declares a taint someone else
+// also sets should give it a key of its own. Entries are sorted and joined
 // by commas without spaces; taints are written key:Effect. An empty record
 // removes the annotation. Parsing is tolerant: an entry that does not parse,
 // or names a reserved key, is ignored and never treated as owned, so a
@@ -228,7 +281,9 @@
 //	a taint's value changes              | template updated; nodelink never updates a | update it on Machines and    | Hive's API promises the pool wins
 //	                                     |   Node taint's value                       |   Nodes                      |
 //	an item the pool drops               | removed from the template (status.owned*); | removed where our record     | nothing foreign is removed
-//	                                     |   nodelink never removes from Nodes        |   says we applied it         |
+//	                                     |   nodelink never removes from Nodes        |   says we applied it and, for |
+//	                                     |                                            |   a label, no one else set   |
+//	                                     |                                            |   it (managedFields)         |
 //
 // # Write semantics
 //
@@ -257,7 +312,7 @@
 //
 // One limit: if nodelink copies an item onto a Node and the pool stops
 // declaring it before a write of ours records it on that Node, the Node keeps
-// it, because nothing proves it is ours.
+// it, because nothing records it as ours.
 //
 // # Testing
 //

@@ -7,6 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // Small alphabets, so that fuzzed declared, observed and owned items collide.
@@ -69,14 +72,76 @@ func fuzzSeeds(f *testing.F) {
 	f.Add([]byte{3, 1}, []byte{3, 2, 5, 1, 8, 0}, []byte{3, 0, 5, 0, 9, 0}, " a , ,gpu:NoSchedule")
 }
 
+// Who owns a fuzzed object's labels, by (seed + the key's index in
+// fuzzLabelKeys) % 4: this controller, the pool's other delivery path (the
+// linker on a Node, the creator on a Machine), someone else, or no one.
+const (
+	fuzzByUs = iota
+	fuzzByDelivery
+	fuzzByOther
+	fuzzByNoOne
+)
+
+func fuzzOwner(seed int, key string) int {
+	for i, k := range fuzzLabelKeys {
+		if k == key {
+			return (seed + i) % 4
+		}
+	}
+	return fuzzByNoOne
+}
+
+// fuzzManaged builds managedFields for labels at each prefix (by fuzzOwner),
+// with delivery owning the extra paths that make it a delivery path; a seed
+// of 6 modulo 7 gives none at all (nil), as a trimmed cache's copy has.
+func fuzzManaged(seed int, delivery string, extra []fieldpath.Path, labels map[string][]any) []metav1.ManagedFieldsEntry {
+	if seed%7 == 6 {
+		return nil
+	}
+	sets := map[string]*fieldpath.Set{FieldManager: {}, delivery: fieldpath.NewSet(extra...), "kubelet": {}}
+	for _, prefix := range labels {
+		for _, k := range fuzzLabelKeys {
+			p := fieldpath.MakePathOrDie(append(append([]any{}, prefix...), k)...)
+			switch fuzzOwner(seed, k) {
+			case fuzzByUs:
+				sets[FieldManager].Insert(p)
+			case fuzzByDelivery:
+				sets[delivery].Insert(p)
+			case fuzzByOther:
+				sets["kubelet"].Insert(p)
+			}
+		}
+	}
+	out := []metav1.ManagedFieldsEntry{}
+	for _, m := range []string{FieldManager, delivery, "kubelet"} {
+		raw, err := sets[m].ToJSON()
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}})
+	}
+	return out
+}
+
+// fuzzRemovable says whether an owned label the pool dropped may go: only
+// when the object was read whole and no one but the pool's delivery paths
+// owns it.
+func fuzzRemovable(seed int) func(string) bool {
+	return func(k string) bool {
+		o := fuzzOwner(seed, k)
+		return seed%7 != 6 && (o == fuzzByUs || o == fuzzByDelivery)
+	}
+}
+
 // checkLabels asserts invariant 1 for labels (items neither declared nor
-// owned are unchanged) and invariant 3 (declared present, owned-undeclared gone).
-func checkLabels(t *testing.T, what string, before, after, declared map[string]string, owned map[string]bool) {
+// removable are unchanged) and invariant 3 (declared present, owned-undeclared
+// removable ones gone).
+func checkLabels(t *testing.T, what string, before, after, declared map[string]string, owned map[string]bool, removable func(string) bool) {
 	t.Helper()
 	for k, v := range before {
-		if _, isDeclared := declared[k]; !isDeclared && !owned[k] {
+		if _, isDeclared := declared[k]; !isDeclared && (!owned[k] || !removable(k)) {
 			if got, ok := after[k]; !ok || got != v {
-				t.Errorf("%s: foreign %s=%q became %q (present %v)", what, k, v, got, ok)
+				t.Errorf("%s: foreign or shared %s=%q became %q (present %v)", what, k, v, got, ok)
 			}
 		}
 	}
@@ -87,7 +152,7 @@ func checkLabels(t *testing.T, what string, before, after, declared map[string]s
 		}
 	}
 	for k := range owned {
-		if _, isDeclared := declared[k]; !isDeclared {
+		if _, isDeclared := declared[k]; !isDeclared && removable(k) {
 			if _, ok := after[k]; ok {
 				t.Errorf("%s: owned undeclared %s still present", what, k)
 			}
@@ -154,6 +219,7 @@ func FuzzPlanNode(f *testing.F) {
 		n := newNode("n", nodeTaints(ot...))
 		n.Labels = ol[0]
 		n.Annotations = fuzzOwned(owned, junk, []string{AnnotationOwnedLabels})
+		n.ManagedFields = fuzzManaged(len(junk), "nodelink", []fieldpath.Path{pathNodeMachine}, map[string][]any{"labels": pathLabels})
 		before := n.DeepCopy()
 
 		p := PlanNode(d, n)
@@ -167,7 +233,7 @@ func FuzzPlanNode(f *testing.F) {
 		if again := PlanNode(d, after); !again.InSync() {
 			t.Errorf("not in sync after applying %s: %s", p.Patch, again.Patch)
 		}
-		checkLabels(t, "node label", n.Labels, after.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]))
+		checkLabels(t, "node label", n.Labels, after.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), fuzzRemovable(len(junk)))
 		checkTaints(t, n.Spec.Taints, after.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]))
 		checkRest(t, n, after, func(x *corev1.Node) *corev1.Node {
 			x = x.DeepCopy()
@@ -186,6 +252,10 @@ func FuzzPlanMachine(f *testing.F) {
 		m := newMachine("m", machineTaints(ot...))
 		m.Spec.ObjectMeta.Labels, m.Labels = ol[0], ol[1]
 		m.Annotations = fuzzOwned(owned, junk, []string{AnnotationOwnedLabels, AnnotationOwnedMachineLabels})
+		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "machine.openshift.io/v1beta1", Kind: "MachineSet", Name: "ms", UID: "ms-uid", Controller: ptr.To(true)}}
+		m.ManagedFields = fuzzManaged(len(junk), "machineset-controller",
+			[]fieldpath.Path{fieldpath.MakePathOrDie("metadata", "ownerReferences", fieldpath.KeyByFields("uid", "ms-uid"))},
+			map[string][]any{"labels": pathLabels, "spec.metadata.labels": pathMachineNodeLabels})
 		before := m.DeepCopy()
 
 		p := PlanMachine(d, m)
@@ -199,8 +269,8 @@ func FuzzPlanMachine(f *testing.F) {
 		if again := PlanMachine(d, after); !again.InSync() {
 			t.Errorf("not in sync after applying %s: %s", p.Patch, again.Patch)
 		}
-		checkLabels(t, "spec.metadata label", m.Spec.ObjectMeta.Labels, after.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]))
-		checkLabels(t, "machine label", m.Labels, after.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]))
+		checkLabels(t, "spec.metadata label", m.Spec.ObjectMeta.Labels, after.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), fuzzRemovable(len(junk)))
+		checkLabels(t, "machine label", m.Labels, after.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), fuzzRemovable(len(junk)))
 		checkTaints(t, m.Spec.Taints, after.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]))
 		checkRest(t, m, after, func(x *machinev1beta1.Machine) *machinev1beta1.Machine {
 			x = x.DeepCopy()

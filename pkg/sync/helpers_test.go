@@ -9,6 +9,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // applyPatch returns a copy of obj with the merge patch applied, through JSON
@@ -105,4 +106,34 @@ func pairs(kv ...string) map[string]string {
 		m[kv[i]] = kv[i+1]
 	}
 	return m
+}
+
+// managed gives an object managedFields in which manager owns the label keys
+// at prefix (pathLabels or pathMachineNodeLabels) and, with extra, other
+// fields (say pathNodeMachine).
+func managed(manager string, prefix []any, keys []string, extra ...fieldpath.Path) metav1.ManagedFieldsEntry {
+	s := fieldpath.NewSet(extra...)
+	for _, k := range keys {
+		s.Insert(fieldpath.MakePathOrDie(append(append([]any{}, prefix...), k)...))
+	}
+	raw, err := s.ToJSON()
+	if err != nil {
+		panic(err)
+	}
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}
+}
+
+// nodeManaged sets a Node's managedFields.
+func nodeManaged(entries ...metav1.ManagedFieldsEntry) nodeOpt {
+	return func(n *corev1.Node) { n.ManagedFields = append([]metav1.ManagedFieldsEntry{}, entries...) }
+}
+
+// machineManaged sets a Machine's managedFields.
+func machineManaged(entries ...metav1.ManagedFieldsEntry) machineOpt {
+	return func(m *machinev1beta1.Machine) { m.ManagedFields = append([]metav1.ManagedFieldsEntry{}, entries...) }
+}
+
+// ours is an entry in which this controller owns the label keys at prefix.
+func ours(prefix []any, keys ...string) metav1.ManagedFieldsEntry {
+	return managed(FieldManager, prefix, keys)
 }

@@ -9,6 +9,11 @@ const (
 	// KeyPrefix starts every key this controller owns.
 	KeyPrefix = "hub-node-metadata.openshift.io/"
 
+	// FieldManager is the field manager every write of this controller
+	// names, so that a spoke's managedFields tell its items from the same
+	// items set by others (see "Shared items" in doc.go).
+	FieldManager = "hub-node-metadata"
+
 	// AnnotationPaused, set to "true" on a MachinePool or a
 	// ClusterDeployment, makes the controller leave that pool (or every pool
 	// of that cluster) alone: it reads nothing from the spoke and writes

@@ -38,6 +38,10 @@ const (
 	OpAdopt Op = "Adopt"
 	// OpRemove deletes an owned item the pool no longer declares.
 	OpRemove Op = "Remove"
+	// OpRelease leaves in place an owned label the pool no longer declares
+	// because someone else set it too (Change.With names them), and stops
+	// recording it as owned.
+	OpRelease Op = "Release"
 	// OpDedupe deletes an extra copy of a declared taint (same key+effect).
 	OpDedupe Op = "Dedupe"
 	// OpReclaim deletes again an item this controller removed from a Node a
@@ -55,6 +59,9 @@ type Change struct {
 	// From is the observed value ("" for Add), To the value after the
 	// patch ("" for Remove and Dedupe).
 	From, To string
+	// With names, for a Release, the other field managers that own the
+	// item ("unknown" when none is named).
+	With []string
 }
 
 // Plan is what it takes to bring one Machine or Node in line with a pool.
@@ -66,6 +73,11 @@ type Plan struct {
 	// Patch is a JSON merge patch (RFC 7386) guarded by the observed
 	// resourceVersion, or nil when the object is in sync.
 	Patch []byte
+	// NeedsRead is set when an owned label the pool no longer declares is
+	// present and the object came without its managedFields (a trimmed
+	// cache's copy): whether it is shared cannot be told. The plan keeps the
+	// label and its record; read the object whole and plan again.
+	NeedsRead bool
 }
 
 // InSync reports whether the object needs no write.
@@ -74,7 +86,8 @@ func (p Plan) InSync() bool { return p.Patch == nil }
 // PlanNode plans the labels and taints of one Node. It reads n and never
 // modifies it; n must not be nil.
 func PlanNode(d Desired, n *corev1.Node) Plan {
-	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), d.Reclaim.Labels)
+	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), d.Reclaim.Labels,
+		func() labelEvidence { return nodeEvidence(n, d.MachineNodeLabels) })
 	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.Deferred, d.Reclaim.Taints)
 
 	annotations := map[string]any{}
@@ -88,15 +101,19 @@ func PlanNode(d Desired, n *corev1.Node) Plan {
 	if taints.changed {
 		spec["taints"] = taintsPatch(taints.list)
 	}
-	return buildPlan(n.ResourceVersion, metadata, spec, labels.changes, taints.changes)
+	p := buildPlan(n.ResourceVersion, metadata, spec, labels.changes, taints.changes)
+	p.NeedsRead = labels.needsRead
+	return p
 }
 
 // PlanMachine plans one Machine: d.Labels in spec.metadata.labels, d.Taints
 // in spec.taints and d.MachineLabels in metadata.labels. It reads m and never
 // modifies it; m must not be nil.
 func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
-	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), nil)
-	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), nil)
+	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), nil,
+		func() labelEvidence { return machineEvidence(m, pathLabels) })
+	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), nil,
+		func() labelEvidence { return machineEvidence(m, pathMachineNodeLabels) })
 	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]), d.Deferred, nil)
 
 	annotations := map[string]any{}
@@ -114,19 +131,26 @@ func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
 	if taints.changed {
 		spec["taints"] = taintsPatch(taints.list)
 	}
-	return buildPlan(m.ResourceVersion, metadata, spec, machineLabels.changes, nodeLabels.changes, taints.changes)
+	p := buildPlan(m.ResourceVersion, metadata, spec, machineLabels.changes, nodeLabels.changes, taints.changes)
+	p.NeedsRead = machineLabels.needsRead || nodeLabels.needsRead
+	return p
 }
 
 type labelPlan struct {
-	changes []Change
-	patch   map[string]any // key -> new value, or nil to delete
-	record  []string       // owned keys after the patch, sorted
+	changes   []Change
+	patch     map[string]any // key -> new value, or nil to delete
+	record    []string       // owned keys after the patch, sorted
+	needsRead bool           // a removal waits for the object's managedFields
 }
 
-// planLabels plans a label map. A reclaim entry removes a label that is
-// neither declared nor owned if it holds exactly the reclaimed value.
-func planLabels(kind Kind, observed, declared map[string]string, owned map[string]bool, reclaim map[string]string) labelPlan {
+// planLabels plans a label map. An owned label the pool no longer declares
+// is removed only if evidence (made once, when there is one) says no one
+// else set it; otherwise it is released: kept, and no longer recorded. A
+// reclaim entry removes a label that is neither declared nor owned if it
+// holds exactly the reclaimed value.
+func planLabels(kind Kind, observed, declared map[string]string, owned map[string]bool, reclaim map[string]string, evidence func() labelEvidence) labelPlan {
 	p := labelPlan{patch: map[string]any{}, record: sortedKeys(declared)}
+	var ev *labelEvidence
 	for _, k := range p.record {
 		want := declared[k]
 		have, present := observed[k]
@@ -143,11 +167,27 @@ func planLabels(kind Kind, observed, declared map[string]string, owned map[strin
 		if _, isDeclared := declared[k]; isDeclared {
 			continue
 		}
-		if have, present := observed[k]; present {
-			p.changes = append(p.changes, Change{Kind: kind, Op: OpRemove, Key: k, From: have})
-			p.patch[k] = nil
+		have, present := observed[k]
+		if !present {
+			continue
 		}
+		if ev == nil {
+			e := evidence()
+			ev = &e
+		}
+		if !ev.read {
+			p.needsRead = true
+			p.record = append(p.record, k) // undecided: ownership stays as recorded
+			continue
+		}
+		if with := ev.sharedWith(k); len(with) > 0 {
+			p.changes = append(p.changes, Change{Kind: kind, Op: OpRelease, Key: k, From: have, To: have, With: with})
+			continue
+		}
+		p.changes = append(p.changes, Change{Kind: kind, Op: OpRemove, Key: k, From: have})
+		p.patch[k] = nil
 	}
+	sort.Strings(p.record)
 	for _, k := range sortedKeys(reclaim) {
 		_, isDeclared := declared[k]
 		if have, present := observed[k]; present && !isDeclared && !owned[k] && have == reclaim[k] {

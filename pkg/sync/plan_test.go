@@ -139,7 +139,7 @@ func TestPlanNode(t *testing.T) {
 		"removal only of owned items; owned but absent dropped from the record": {
 			desired: Desired{Labels: map[string]string{"a": "1"}},
 			node: newNode("n", nodeLabels("a", "1", "b", "2", "c", "3"),
-				nodeAnnotations(AnnotationOwnedLabels, "a,b,gone")),
+				nodeAnnotations(AnnotationOwnedLabels, "a,b,gone"), nodeManaged(ours(pathLabels, "a", "b"))),
 			wantChanges: []Change{
 				{Kind: KindNodeLabel, Op: OpRemove, Key: "b", From: "2"},
 			},
@@ -147,7 +147,7 @@ func TestPlanNode(t *testing.T) {
 		},
 		"annotation removed when nothing is owned any more": {
 			node: newNode("n", nodeLabels("a", "1"), nodeAnnotations(AnnotationOwnedLabels, "a", AnnotationOwnedTaints, "t:NoSchedule"),
-				nodeTaints(taint("t", "", noSchedule))),
+				nodeTaints(taint("t", "", noSchedule)), nodeManaged(ours(pathLabels, "a"))),
 			wantChanges: []Change{
 				{Kind: KindNodeLabel, Op: OpRemove, Key: "a", From: "1"},
 				{Kind: KindTaint, Op: OpRemove, Key: "t:NoSchedule"},
@@ -164,7 +164,8 @@ func TestPlanNode(t *testing.T) {
 				nodeAnnotations(
 					AnnotationOwnedLabels, " b , ,bad key!,kubernetes.io/hostname,,",
 					AnnotationOwnedTaints, "t:Bogus,:NoSchedule,nocolon,node.kubernetes.io/unschedulable:NoSchedule,g:NoExecute"),
-				nodeTaints(taint("t", "", "Bogus"), taint("node.kubernetes.io/unschedulable", "", noSchedule), taint("g", "", noExecute))),
+				nodeTaints(taint("t", "", "Bogus"), taint("node.kubernetes.io/unschedulable", "", noSchedule), taint("g", "", noExecute)),
+				nodeManaged(ours(pathLabels, "b"))),
 			wantChanges: []Change{
 				{Kind: KindNodeLabel, Op: OpRemove, Key: "b", From: "2"},
 				{Kind: KindTaint, Op: OpRemove, Key: "g:NoExecute"},
@@ -280,7 +281,8 @@ func TestPlanMachine(t *testing.T) {
 			machine: newMachine("m",
 				machineLabels("k", "machine", "old", "1"),
 				machineNodeLabels("k", "node", "old", "1"),
-				machineAnnotations(AnnotationOwnedMachineLabels, "old", AnnotationOwnedLabels, "k")),
+				machineAnnotations(AnnotationOwnedMachineLabels, "old", AnnotationOwnedLabels, "k"),
+				machineManaged(ours(pathLabels, "old"))),
 			wantChanges: []Change{
 				{Kind: KindMachineLabel, Op: OpRemove, Key: "old", From: "1"},
 			},
