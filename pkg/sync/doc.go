@@ -281,9 +281,9 @@
 //	a taint's value changes              | template updated; nodelink never updates a | update it on Machines and    | Hive's API promises the pool wins
 //	                                     |   Node taint's value                       |   Nodes                      |
 //	an item the pool drops               | removed from the template (status.owned*); | removed where our record     | nothing foreign is removed
-//	                                     |   nodelink never removes from Nodes        |   says we applied it and, for |
-//	                                     |                                            |   a label, no one else set   |
-//	                                     |                                            |   it (managedFields)         |
+//	                                     |   nodelink never removes from Nodes        |   says we applied it and,    |
+//	                                     |                                            |   for a label, no one else   |
+//	                                     |                                            |   set it (managedFields)     |
 //
 // # Write semantics
 //
