@@ -2,6 +2,7 @@ package int_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -88,6 +89,113 @@ func TestTransientWriteFailuresAreRetried(t *testing.T) {
 	}
 	if ok := all - failed; float64(ok) > 1.1*float64(drifted) {
 		t.Errorf("%d successful patches for %d drifted objects, want at most 1.1 per object plus the failed ones", ok, drifted)
+	}
+}
+
+// A real validating webhook fails every write of one cluster (the API
+// server answers 500) for a while, with a pool change pending. While the
+// outage lasts the controller writes one object per probe interval, not
+// every drifted object on a growing backoff; the status keeps saying the
+// writes fail; and once the webhook answers again the pool converges within
+// 5 s, however long the outage was.
+func TestWriteOutage(t *testing.T) {
+	t.Parallel()
+	for _, outage := range []time.Duration{60 * time.Second, 20 * time.Second} {
+		t.Run(outage.String(), func(t *testing.T) { testWriteOutage(t, outage) })
+	}
+}
+
+func testWriteOutage(t *testing.T, outage time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), outage+4*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	const replicas = 5
+	addInfraPool(t, ctx, s, replicas)
+	opts := testOptions()
+	r := startController(t, ctx, controllerConfig(t, ctx, f), opts)
+	interval := r.Opts.OutageProbeInterval
+	waitInSync(t, ctx, f, s, time.Minute)
+
+	var failing atomic.Bool
+	failing.Store(true)
+	hook, err := s.StartWebhook(ctx, func(localfleet.AdmissionCall) localfleet.Verdict {
+		return localfleet.Verdict{Fail: failing.Load()}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hook.Close(context.Background()) }()
+	offset := auditLines(t, s)
+
+	start := time.Now()
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/outage"] = "1" }); err != nil {
+		t.Fatal(err)
+	}
+	hub := f.Hub.Client
+	waitFor(t, "the pool says its writes fail", 15*time.Second, func() bool {
+		st, err := poolSync(ctx, hub, s, "infra")
+		return err == nil && st.Status.Phase == v1alpha1.PhaseDrifted && st.Status.Reason == v1alpha1.ReasonWriteFailed &&
+			strings.Contains(st.Status.Message, "every write to the spoke fails")
+	})
+	if g := testutil.ToFloat64(r.Metrics.WriteOutages); g < 1 {
+		t.Errorf("clusters_in_write_outage = %v during the outage, want at least 1", g)
+	}
+	time.Sleep(time.Until(start.Add(outage)))
+	st, err := poolSync(ctx, hub, s, "infra")
+	if err != nil || st.Status.Reason != v1alpha1.ReasonWriteFailed {
+		t.Errorf("at the end of the outage the pool says %v (%v), want WriteFailed", st.Status, err)
+	}
+
+	failing.Store(false)
+	clearedAt := time.Now()
+	took := waitFor(t, "", 5*time.Second, func() bool {
+		st, err := poolSync(ctx, hub, s, "infra")
+		return err == nil && st.Status.Phase == v1alpha1.PhaseInSync &&
+			nodesHold(ctx, s, "infra", hasLabel("example.com/outage", "1")) && machinesHoldLabel(ctx, s, "example.com/outage", "1")
+	})
+
+	// Every patch sent before the webhook answered again failed; count those
+	// by when the spoke received them.
+	var during, failed, after int
+	var times []time.Time
+	for _, e := range readAudit(t, s.AuditLogPath)[offset:] {
+		if e.Verb != "patch" {
+			continue
+		}
+		if e.RequestReceived.Before(clearedAt) {
+			during++
+			times = append(times, e.RequestReceived)
+		} else {
+			after++
+		}
+		if e.ResponseStatus.Code >= 500 {
+			failed++
+		}
+	}
+	// The first sync tries every drifted Machine (their Nodes wait for them);
+	// then one probe per interval, a little more than the interval apart.
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	probes := 0
+	for i := replicas; i < len(times); i++ {
+		if times[i].Sub(times[i-1]) < interval*9/10 {
+			t.Errorf("patches %d and %d of the outage %s apart, want at least the probe interval %s", i, i+1, times[i].Sub(times[i-1]).Round(time.Millisecond), interval)
+		}
+		probes++
+	}
+	t.Logf("%s outage, probe interval %s: %d patches during it (%d at the first sync, %d probes; %d failed in all), %d after; InSync %.1f s after the fault cleared",
+		outage, interval, during, min(during, replicas), probes, failed, after, took.Seconds())
+	if limit := replicas + int(outage/interval) + 3; during > limit {
+		t.Errorf("%d patches during a %s outage, want at most %d: the drifted Machines once, then one per %s", during, outage, limit, interval)
+	}
+	if failed < during {
+		t.Errorf("%d of the %d patches sent during the outage failed: the fault was not injected", failed, during)
+	}
+	if took > 5*time.Second {
+		t.Errorf("InSync %s after the fault cleared, want within 5 s", took.Round(time.Millisecond))
+	}
+	if ok := after; ok > 2*replicas {
+		t.Errorf("%d patches after the fault cleared for %d drifted objects", ok, 2*replicas)
 	}
 }
 

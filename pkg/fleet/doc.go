@@ -85,10 +85,16 @@
 // # Retries
 //
 // Transient write failures (timeouts, 5xx, 429, conflicts that outlast
-// pkg/sync's re-reads) make the reconcile return an error: the controller's
-// rate limiter requeues the cluster after RetryBase, doubling to RetryCap,
-// reset by a successful sync; a retry that wrote something starts again from
-// RetryBase. A spoke that cannot be read is retried the same way. Denials
+// pkg/sync's re-reads) requeue the cluster after RetryBase when some writes
+// went through. When none did, the cluster is in a write outage (outage.go):
+// each later sync writes one drifted object, in turn, every
+// OutageProbeInterval, and the first write that goes through ends it and
+// lets the others be written in the same sync; so the pool converges within
+// an interval of the fault clearing, whatever its length, and the failing
+// spoke gets one write per interval. A spoke that cannot be read (and, with
+// probes turned off, a sync whose writes all failed) makes the reconcile
+// return an error: the controller's rate limiter requeues the cluster after
+// RetryBase, doubling to RetryCap, reset by a successful sync. Denials
 // (400, 403, 422 on a PATCH) are not retried in a loop: the object is held
 // for DeniedRetry, or until the pool's desired metadata changes, and the
 // cluster is requeued when the hold expires. An object that keeps being

@@ -44,6 +44,11 @@ type Metrics struct {
 	// NoExecutePending: noexecute_pending_nodes{cluster,pool}
 	NoExecutePending *prometheus.GaugeVec
 	HeapReleases     prometheus.Counter // heap_releases_total (heapReleaser)
+	// WriteOutages: clusters_in_write_outage, the clusters whose writes all
+	// fail, probed one write at a time (outage.go).
+	WriteOutages prometheus.Gauge
+	// OutageProbes: write_outage_probes_total, the probes sent.
+	OutageProbes prometheus.Counter
 
 	mu     sync.Mutex
 	states map[string]string // cluster -> state
@@ -83,7 +88,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		NoExecutePending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "noexecute_pending_nodes",
 			Help: "Nodes of a pool that a paced rollout of its new or changed NoExecute taints has not reached yet; no series when none waits."}, []string{"cluster", "pool"}),
 		HeapReleases: newHeapReleases(),
-		states:       map[string]string{},
+		WriteOutages: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + "clusters_in_write_outage",
+			Help: "Clusters whose last writes all failed transiently (a failing admission webhook, an API server answering writes with 5xx); each is probed with one write every --outage-probe-interval until one goes through."}),
+		OutageProbes: prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "write_outage_probes_total",
+			Help: "Probes sent to clusters in a write outage: one object written while the others wait."}),
+		states: map[string]string{},
 	}
 	m.Clusters = register(reg, m.Clusters)
 	m.ClusterState = register(reg, m.ClusterState)
@@ -100,6 +109,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Denied = register(reg, m.Denied)
 	m.NoExecutePending = register(reg, m.NoExecutePending)
 	m.HeapReleases = register(reg, m.HeapReleases)
+	m.WriteOutages = register(reg, m.WriteOutages)
+	m.OutageProbes = register(reg, m.OutageProbes)
 	for _, s := range allStates {
 		m.Clusters.WithLabelValues(s).Set(0)
 	}

@@ -94,6 +94,7 @@ type Reconciler struct {
 	denials   *denialTracker
 	pacer     *pacer
 	nodes     *nodeMemory
+	outages   *outageTracker
 	mu        gosync.Mutex
 	lastPools map[string]map[string]bool // cluster -> pool names with series
 	lastConn  map[string]remote.Reason   // cluster -> last connection reason seen
@@ -114,6 +115,9 @@ func (r *Reconciler) init() {
 	}
 	if r.nodes == nil {
 		r.nodes = newNodeMemory(r.Opts.NodeSettle)
+	}
+	if r.outages == nil {
+		r.outages = newOutageTracker(r.Opts.OutageProbeInterval)
 	}
 	if r.lastPools == nil {
 		r.lastPools = map[string]map[string]bool{}
@@ -162,10 +166,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // next decides when to look at a cluster again after a sync.
+//   - A cluster in a write outage (every write failed transiently, none went
+//     through; outage.go): when its next probe is due, OutageProbeInterval
+//     after the last one, whatever the outage's length.
 //   - Writes that failed transiently (timeouts, 5xx, 429, conflicts that
-//     outlasted their retries): with the controller's per-cluster backoff
-//     (RetryBase doubling to RetryCap), by returning an error; but a retry
-//     that made progress starts again from RetryBase.
+//     outlasted their retries) while others went through: after RetryBase.
+//     With probes turned off, a retry that wrote nothing waits for the
+//     controller's per-cluster backoff (RetryBase doubling to RetryCap), by
+//     returning an error.
 //   - Objects held after a denial: when the first of them may be retried.
 //   - A paced NoExecute rollout: when its next batch is due.
 //   - Otherwise the safety-net resync: watches and connect events bring the
@@ -181,6 +189,9 @@ func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, e
 		if ro := pr.Rollout; ro != nil && !ro.NextBatch.IsZero() && (batchDue.IsZero() || ro.NextBatch.Before(batchDue)) {
 			batchDue = ro.NextBatch
 		}
+	}
+	if d, ok := r.outages.wait(cluster); ok {
+		return reconcile.Result{RequeueAfter: d}, nil
 	}
 	if transient > 0 {
 		if progress {
@@ -218,9 +229,10 @@ var errTransientWrites = errors.New("transient write failures")
 //   - Decide what each target should hold (plan): the planner's targets,
 //     NoExecute pacing, reclaims of what nodelink copied back, and holds of
 //     contested targets. The drift report and the dry run plan the same way.
-//   - Write (write): every pool's targets, bounded by WritesPerCluster.
+//   - Write (write): every pool's targets, bounded by WritesPerCluster; in
+//     a write outage, one probe first (outage.go).
 //   - Remember what the writes taught (remember): denials, contests,
-//     nodelink's copy-backs, rollout Events.
+//     nodelink's copy-backs, rollout Events, the write outage.
 //
 // It returns one PoolResult per pool, the cluster's state, and an error when
 // the spoke could not be read (retried with backoff).
@@ -231,10 +243,15 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 	defer cancel()
 	spoke, objs, err := r.readSpoke(ctx, cd, d)
 	if spoke == nil {
+		// Nothing is written (paused, ineligible, unreachable, unread): no
+		// write outage either; a connected spoke's next sync tells anew.
+		r.noteOutage(ctx, ck, d, "")
 		return d.Results, d.State, err
 	}
 	work := r.plan(ck, pools, d, objs)
-	d.Finish(r.write(ctx, ck, spoke, work))
+	results, probe := r.write(ctx, ck, spoke, work)
+	d.Finish(results)
+	r.noteOutage(ctx, ck, d, probe)
 	for i := range d.Results {
 		if c := Count(d.Results[i].Results); c.Settling > 0 && c.Drifted == c.Settling {
 			// Only Nodes that nodelink changed back a moment ago differ, and
@@ -335,31 +352,125 @@ func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, ob
 
 // write syncs every target of work to the spoke, WritesPerCluster at a time,
 // and returns the results per pool and target. A held target is planned as
-// the drift report plans it, and nothing is written to it.
-func (r *Reconciler) write(ctx context.Context, ck string, spoke remote.Spoke, work []*poolWork) [][][]nmsync.Result {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.Opts.WritesPerCluster)
+// the drift report plans it, and nothing is written to it. In a write
+// outage, targets are written one at a time, in turn, until one write is
+// sent (the probe, whose target write returns): only if it goes through are
+// the others written, at once; otherwise, and while no probe is due, they
+// are planned and not written (ReasonWriteOutage).
+func (r *Reconciler) write(ctx context.Context, ck string, spoke remote.Spoke, work []*poolWork) ([][][]nmsync.Result, string) {
 	results := make([][][]nmsync.Result, len(work))
+	appliers := make([]*nmsync.Applier, len(work))
 	for i, pw := range work {
 		if pw == nil {
 			continue
 		}
 		results[i] = make([][]nmsync.Result, len(pw.targets))
-		applier := &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
+		appliers[i] = &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
 			Hold: r.denials.hold(ck, pw.fp), Settle: r.nodes.holdBack(ck)}
 		for j, w := range pw.targets {
 			if w.held {
 				results[i][j] = contestedResults(ctx, w.desired, w.target)
-				continue
+			}
+		}
+	}
+	probe := ""
+	if turn := r.outages.turn(ck); turn.Active {
+		rest := false
+		if turn.Due {
+			probe, rest = r.probe(ctx, work, appliers, results, turn.After)
+		}
+		if !rest {
+			for i, pw := range work {
+				if pw == nil {
+					continue
+				}
+				for j, w := range pw.targets {
+					if results[i][j] == nil {
+						results[i][j] = heldForOutage(ctx, appliers[i], w.desired, w.target)
+					}
+				}
+			}
+			return results, probe
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.Opts.WritesPerCluster)
+	for i, pw := range work {
+		if pw == nil {
+			continue
+		}
+		for j, w := range pw.targets {
+			if results[i][j] != nil {
+				continue // held after a contest, or probed
 			}
 			g.Go(func() error {
-				results[i][j] = applier.SyncTarget(gctx, w.desired, w.target)
+				results[i][j] = appliers[i].SyncTarget(gctx, w.desired, w.target)
 				return nil
 			})
 		}
 	}
 	_ = g.Wait()
-	return results
+	return results, probe
+}
+
+// probe writes targets of a cluster in a write outage one at a time, in
+// turn after the one probed last, until one sends a write that goes through
+// or fails transiently. A target that sends nothing (in sync, held) or whose
+// write the spoke refuses or finds gone tells nothing of the outage: the next
+// is tried. It returns the key of the last target that sent a write, and
+// whether the targets not yet written may be written now: the probe went
+// through, or no target failed.
+func (r *Reconciler) probe(ctx context.Context, work []*poolWork, appliers []*nmsync.Applier, results [][][]nmsync.Result, after string) (string, bool) {
+	probe := ""
+	for _, ref := range probeOrder(work, after) {
+		w := work[ref.pool].targets[ref.target]
+		res := appliers[ref.pool].SyncTarget(ctx, w.desired, w.target)
+		results[ref.pool][ref.target] = res
+		switch judgeProbe(res) {
+		case probeThrough:
+			return ref.key, true
+		case probeFailed:
+			return ref.key, false
+		case probeAnswered:
+			probe = ref.key
+		}
+	}
+	return probe, true
+}
+
+// noteOutage takes in what a sync's writes did (probe is the target probed,
+// if any) for the cluster's write outage: it logs and counts its start and
+// end, and marks the synced pools' results while it lasts, so that their
+// statuses say the writes are failing without changing with each probe.
+func (r *Reconciler) noteOutage(ctx context.Context, ck string, d *Decision, probe string) {
+	round := roundOf(d.Results, probe)
+	change, o := r.outages.record(ck, round)
+	if probe != "" {
+		r.Metrics.OutageProbes.Inc()
+	}
+	// The context's logger names the cluster.
+	logger := log.FromContext(ctx)
+	switch change {
+	case outageNone:
+		return
+	case outageEntered:
+		r.Metrics.WriteOutages.Inc()
+		logger.Error(errors.New(o.cause), "write outage: every write to the spoke failed; writing one object at a time until one goes through", "probeInterval", r.Opts.OutageProbeInterval.String())
+	case outageLeft:
+		r.Metrics.WriteOutages.Dec()
+		why := "a write went through"
+		if round.Patched == 0 {
+			why = "nothing failing is left to write (in sync, denied, or not synced now)"
+		}
+		logger.Info("write outage over", "why", why, "lasted", r.outages.now().Sub(o.since).Round(time.Millisecond).String(), "probes", o.probes, "probe", probe)
+		return
+	}
+	msg := outageMessage(o, r.Opts.OutageProbeInterval)
+	for i := range d.Results {
+		if d.Desired[i] != nil {
+			d.Results[i].WriteOutage, d.Results[i].OutageReported = msg, change == outageGoesOn
+		}
+	}
 }
 
 // remember records what the writes taught, per pool: what Node writes
@@ -622,11 +733,12 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			// A series only while a rollout waits: a fleet at rest scrapes none.
 			r.Metrics.NoExecutePending.DeleteLabelValues(ck, mp.Name)
 		}
-		if c.Transient > 0 {
+		if c.Transient > 0 && !pr.OutageReported {
 			// Denials have their own Event when they happen; objects held after
-			// one are in the status, not repeated on every sync.
+			// one are in the status, not repeated on every sync. A write outage
+			// is said once, when it begins, not on every failed probe.
 			msg := firstTransient(pr.Results)
-			logger.Error(errors.New(msg), "pool sync incomplete; retrying with backoff", "pool", mp.Name, "failed", c.Transient)
+			logger.Error(errors.New(msg), "pool sync incomplete; retrying", "pool", mp.Name, "failed", c.Transient)
 			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventSyncFailed, eventAction, "%d objects not synced, retrying: %s", c.Transient, msg)
 		}
 	}
@@ -755,6 +867,9 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.denials.forget(ck)
 	r.pacer.forget(ck)
 	r.nodes.forget(ck)
+	if r.outages.forget(ck) {
+		r.Metrics.WriteOutages.Dec()
+	}
 	r.mu.Lock()
 	delete(r.lastPools, ck)
 	for k := range r.written {

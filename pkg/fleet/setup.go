@@ -43,11 +43,16 @@ const (
 	DefaultSyncTimeout        = 2 * time.Minute
 	DefaultContestedThreshold = 5
 	DefaultContestedWindow    = 10 * time.Minute
-	// DefaultRetryBase and DefaultRetryCap shape the per-cluster backoff after
-	// transient write failures: 0.5 s doubling to 5 min; a retry that made
-	// progress starts again from the base.
+	// DefaultRetryBase and DefaultRetryCap shape the per-cluster retries after
+	// transient failures: a sync whose writes partly went through is retried
+	// after the base; a spoke that could not be read, 0.5 s doubling to 5 min.
 	DefaultRetryBase = 500 * time.Millisecond
 	DefaultRetryCap  = 5 * time.Minute
+	// DefaultOutageProbeInterval spaces the probes of a cluster whose writes
+	// all fail (outage.go): the pool converges within about this long after
+	// the fault clears, however long it lasted, and a failing spoke gets one
+	// write per interval. Kept within RetryBase..RetryCap.
+	DefaultOutageProbeInterval = 2 * time.Second
 	// DefaultDeniedRetry is how long an object whose patch was denied (an
 	// admission webhook, a 422) is held before it is tried again.
 	DefaultDeniedRetry = 5 * time.Minute
@@ -79,9 +84,17 @@ type Options struct {
 	// a negative threshold disables it).
 	ContestedThreshold int
 	ContestedWindow    time.Duration
-	// RetryBase and RetryCap shape the backoff after transient write failures
-	// (defaults 500ms and 5m).
+	// RetryBase and RetryCap shape the backoff after transient failures
+	// (defaults 500ms and 5m): a retry after writes of which some went
+	// through waits RetryBase; a spoke that could not be read is retried with
+	// the backoff.
 	RetryBase, RetryCap time.Duration
+	// OutageProbeInterval spaces the probes of a cluster in a write outage,
+	// when every write of a sync failed transiently: one object is written
+	// per interval until one goes through, then the rest at once (outage.go).
+	// Zero means DefaultOutageProbeInterval, kept within RetryBase..RetryCap;
+	// negative turns probes off: such a cluster is retried with the backoff.
+	OutageProbeInterval time.Duration
 	// DeniedRetry is how long a denied object is held (default 5m).
 	DeniedRetry time.Duration
 	// NodeSettle is how long a Node changed back right after a write is
@@ -115,11 +128,19 @@ func (o Options) WithDefaults() Options {
 	if o.ContestedWindow <= 0 {
 		o.ContestedWindow = DefaultContestedWindow
 	}
+	// An unset end of the retry backoff keeps its default unless that would
+	// cross the one set: a cap below the default base lowers the base to it.
 	if o.RetryBase <= 0 {
 		o.RetryBase = DefaultRetryBase
+		if o.RetryCap > 0 {
+			o.RetryBase = min(DefaultRetryBase, o.RetryCap)
+		}
 	}
-	if o.RetryCap < o.RetryBase {
+	if o.RetryCap <= 0 {
 		o.RetryCap = max(DefaultRetryCap, o.RetryBase)
+	}
+	if o.OutageProbeInterval == 0 {
+		o.OutageProbeInterval = min(max(DefaultOutageProbeInterval, o.RetryBase), o.RetryCap)
 	}
 	if o.NodeSettle == 0 {
 		o.NodeSettle = DefaultNodeSettle
@@ -128,6 +149,18 @@ func (o Options) WithDefaults() Options {
 		o.DeniedRetry = DefaultDeniedRetry
 	}
 	return o
+}
+
+// check refuses settings that cannot work together. Only fields set (not
+// zero) can conflict: WithDefaults derives the others to fit them.
+func (o Options) check() error {
+	if o.RetryBase > 0 && o.RetryCap > 0 && o.RetryCap < o.RetryBase {
+		return fmt.Errorf("--retry-cap=%s must not be below --retry-base=%s", o.RetryCap, o.RetryBase)
+	}
+	if count := max(o.ShardCount, 1); o.ShardIndex < 0 || o.ShardIndex >= count {
+		return fmt.Errorf("--shard-index=%d must be at least 0 and below --shard-count (%d)", o.ShardIndex, count)
+	}
+	return nil
 }
 
 // LeaderElectionID is the Lease name for a shard: exactly one replica per
@@ -258,6 +291,9 @@ func trimMachinePool(obj any) (any, error) {
 // with its watches on ClusterDeployments, MachinePools and spoke events.
 // cmd/hub-controller and the int suites call it alike.
 func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	opts = opts.WithDefaults()
 	if opts.Remote.Metrics == nil {
 		remoteMetricsOnce.Do(func() { remoteMetrics = remote.NewMetrics(metrics.Registry) })
@@ -333,8 +369,10 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		// One fleet controller per manager; tests run several managers in one process.
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentClusters,
-			// The backoff of a cluster whose writes failed transiently (a
-			// reconcile that returns an error): per cluster, reset by success.
+			// The backoff of a cluster whose spoke could not be read, or whose
+			// writes failed with probes turned off (a reconcile that returns an
+			// error): per cluster, reset by success. A write outage is probed
+			// on its own interval instead (outage.go).
 			RateLimiter:        workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryCap),
 			SkipNameValidation: ptr.To(true),
 		}).

@@ -32,6 +32,13 @@ type PoolResult struct {
 	// attempt is in flight, so the pool's MachinePoolSync keeps what it says
 	// (a restarted controller rewrites nothing that is still true).
 	KeepStatus bool
+	// WriteOutage is set while every write to the cluster's spoke fails
+	// (outage.go): the message of a WriteFailed status, the same for the
+	// whole outage.
+	WriteOutage string
+	// OutageReported: the outage began before this sync, and its failures
+	// were reported then (Event, log); a failed probe does not repeat them.
+	OutageReported bool
 }
 
 // Counts are the per-pool figures of a sync.
@@ -46,6 +53,9 @@ type Counts struct {
 	// Settling counts the Nodes changed back right after a write, left for
 	// nodelink to catch up (drifted for a moment).
 	Settling int
+	// Outage counts the objects not written during a write outage, while
+	// another one was probed (drifted).
+	Outage int
 	// DriftedByKind counts drifted objects by "Machine" and "Node".
 	DriftedByKind map[string]int
 	// PatchesByResult counts results by kind and outcome.
@@ -92,7 +102,7 @@ func Count(results []nmsync.Result) Counts {
 			}
 		case nmsync.OutcomeSkipped:
 			switch r.Reason {
-			case nmsync.ReasonSettling, v1alpha1.ReasonContested, nmsync.ReasonMachineNotSynced:
+			case nmsync.ReasonSettling, v1alpha1.ReasonContested, nmsync.ReasonMachineNotSynced, ReasonWriteOutage:
 				// Not written, and not delivered: drifted.
 				c.Total++
 				c.Drifted++
@@ -102,6 +112,8 @@ func Count(results []nmsync.Result) Counts {
 					c.Settling++
 				case v1alpha1.ReasonContested:
 					c.Contested++
+				case ReasonWriteOutage:
+					c.Outage++
 				}
 			default:
 				if r.Name != "" || r.Reason != "" {
@@ -134,7 +146,7 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 		st.Rollout = rolloutStatus(ro)
 	}
 	switch {
-	case c.Contested > 0 && c.Failed == 0 && !pr.DryRun:
+	case c.Contested > 0 && c.Failed == 0 && c.Outage == 0 && !pr.DryRun:
 		// Held, not failed: say so, and which objects, rather than InSync.
 		st.Phase, st.Reason = v1alpha1.PhaseContested, v1alpha1.ReasonContested
 		st.Message = truncate(fmt.Sprintf("%d object(s) not written for a while: another writer kept undoing this pool's metadata on them: %s",
@@ -157,6 +169,9 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 			// Named apart: retrying cannot fix it, someone must look.
 			st.Reason = v1alpha1.ReasonWriteDenied
 			st.Message = truncate(fmt.Sprintf("%d object(s) denied by the spoke, retried on a slow cadence; %s", c.Denied, firstDenial(pr.Results)), 1024)
+		case pr.WriteOutage != "":
+			st.Reason = v1alpha1.ReasonWriteFailed
+			st.Message = truncate(pr.WriteOutage, 1024)
 		default:
 			st.Reason = v1alpha1.ReasonWriteFailed
 			st.Message = truncate(firstError(pr.Results), 1024)
