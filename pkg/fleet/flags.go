@@ -29,17 +29,27 @@ type RunConfig struct {
 	HubBurst int
 }
 
-// BindFlags registers the controller's flags on fs, with their defaults.
+// BindFlags registers the controller's flags on fs. A flag whose default
+// depends on other flags is left zero unless set, and NewManager derives it
+// from those set (ManagerConfig.timings and addresses, Options.WithDefaults),
+// so that its default never conflicts with a setting of another flag.
 func (c *RunConfig) BindFlags(fs *flag.FlagSet) {
 	mc, o := &c.Manager, &c.Options
-	fs.StringVar(&mc.MetricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
-	fs.StringVar(&mc.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 disables it)")
+	fs.StringVar(&mc.MetricsAddr, "metrics-bind-address", "", "address of the metrics endpoint, 0 disables it (default "+DefaultMetricsAddr+", or "+DefaultProbeAddr+" if --health-probe-bind-address takes port 8080)")
+	fs.StringVar(&mc.ProbeAddr, "health-probe-bind-address", "", "address of /healthz and /readyz, 0 disables it (default "+DefaultProbeAddr+", or "+DefaultMetricsAddr+" if --metrics-bind-address takes port 8081)")
 	fs.BoolVar(&mc.LeaderElection, "leader-elect", false, "elect a leader per shard with a Lease; only the leader writes, and a standby connects to spokes only while a dead leader's Lease runs out (--standby-warm-after)")
 	fs.StringVar(&mc.LeaderElectionNS, "leader-elect-namespace", "", "namespace of the Lease (default: the pod's namespace)")
-	fs.DurationVar(&mc.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "leader election lease duration")
-	fs.DurationVar(&mc.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "leader election renew deadline")
-	fs.DurationVar(&mc.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "leader election retry period")
-	fs.DurationVar(&mc.StandbyWarmAfter, "standby-warm-after", DefaultStandbyWarmAfter, "with --leader-elect: a standby connects the shard's clusters (reads only) once the leader has left the Lease unrenewed this long, so that a failover does not wait for the Lease to expire before connecting; above the retry period plus half the renew deadline, below the lease duration (0 never)")
+	fs.DurationVar(&mc.LeaseDuration, "leader-elect-lease-duration", 0, "leader election lease duration (default 15s, or 1.5 times the renew deadline if longer)")
+	fs.DurationVar(&mc.RenewDeadline, "leader-elect-renew-deadline", 0, "leader election renew deadline, below the lease duration (default 10s, or 2/3 of the lease duration if shorter)")
+	fs.DurationVar(&mc.RetryPeriod, "leader-elect-retry-period", 0, "leader election retry period, below the renew deadline divided by 1.2 (default 2s, or 1/5 of the renew deadline if shorter)")
+	fs.Func("standby-warm-after", "with --leader-elect: a standby connects the shard's clusters (reads only) once the leader has left the Lease unrenewed for this `duration`, so that a failover does not wait for the Lease to expire before connecting; above the retry period plus half the renew deadline, below the lease duration; 0 never (default 8s, or half a retry period above the retry period plus half the renew deadline if 8s does not fit the Lease timings)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		mc.StandbyWarmAfter = &d
+		return nil
+	})
 	fs.DurationVar(&mc.HeapReleaseInterval, "heap-release-interval", DefaultHeapReleaseInterval, "how often to look for freed heap to return to the OS once the process has gone quiet after a burst of work (0 never)")
 
 	fs.IntVar(&o.MaxConcurrentClusters, "max-concurrent-clusters", DefaultMaxConcurrentClusters, "clusters synced at once")
@@ -92,5 +102,5 @@ func BindRemoteFlags(fs *flag.FlagSet, o *remote.Options) {
 	fs.DurationVar(&o.ProbeInterval, "spoke-probe-interval", remote.DefaultProbeInterval, "spacing of the probes of a spoke under suspicion (with --spoke-probe-failures above 1), and how long a connection must stay up to count as stable")
 	fs.IntVar(&o.ProbeFailureThreshold, "spoke-probe-failures", remote.DefaultProbeFailureThreshold, "consecutive failed probes (after a transport failure) before a spoke is disconnected")
 	fs.DurationVar(&o.SecretRecheckInterval, "spoke-secret-recheck", time.Minute, "without the Secret watch only (hub-controller drift): how long a healthy connection is trusted before its kubeconfig Secret is read again")
-	fs.DurationVar(&o.BackoffCap, "spoke-backoff-cap", remote.DefaultBackoffCap, "longest wait between reconnect attempts")
+	fs.DurationVar(&o.BackoffCap, "spoke-backoff-cap", remote.DefaultBackoffCap, fmt.Sprintf("longest wait between reconnect attempts (the first waits %s, or this if shorter)", remote.DefaultBackoffBase))
 }

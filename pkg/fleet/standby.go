@@ -27,18 +27,13 @@ import (
 )
 
 // DefaultStandbyWarmAfter is how long a standby waits, once the leader has stopped renewing
-// the shard's Lease, before it connects to the shard's spokes (--standby-warm-after). A healthy
-// leader renews every RetryPeriod (2 s); one whose renewal timed out (its client gives up after
-// RenewDeadline/2, 5 s) renews RetryPeriod later, 7 s after the one before: a slow hub is not
-// a dead leader, and warming then would read every Secret of the shard while the hub is slow.
+// the shard's Lease, before it connects to the shard's spokes (--standby-warm-after), with the
+// default Lease timings. A healthy leader renews every RetryPeriod (2 s); one whose renewal
+// timed out (its client gives up after RenewDeadline/2, 5 s) renews RetryPeriod later, 7 s
+// after the one before: a slow hub is not a dead leader, and warming then would read every
+// Secret of the shard while the hub is slow. With other timings it is derived from them
+// (ManagerConfig.timings).
 const DefaultStandbyWarmAfter = 8 * time.Second
-
-// controller-runtime's leader election defaults, which the manager applies to unset durations.
-const (
-	defaultLeaseDuration = 15 * time.Second
-	defaultRenewDeadline = 10 * time.Second
-	defaultRetryPeriod   = 2 * time.Second
-)
 
 // A failover has two waits: the Lease (a killed leader does not release it, so the standby
 // takes it only once it expires, LeaseDuration after the last renewal it saw) and the connects
@@ -313,17 +308,14 @@ func connectsTo(cd *hivev1.ClusterDeployment) bool {
 }
 
 // newObservedLock builds the Lease lock controller-runtime would (ctrlleader.NewResourceLock),
-// wrapped in a leaseObserver. The lock records an Event when this replica becomes leader; the
+// wrapped in a leaseObserver; renew is the renew deadline the manager runs with, which sizes
+// the lock client's timeout. The lock records an Event when this replica becomes leader; the
 // manager that makes event recorders does not exist yet, so its recorder is bound later.
-func newObservedLock(cfg *rest.Config, mc ManagerConfig, id string, recorders *lateRecorders) (*leaseObserver, error) {
-	renew := mc.RenewDeadline
-	if renew <= 0 {
-		renew = defaultRenewDeadline // what the manager then runs with, and sizes the client's timeout from
-	}
+func newObservedLock(cfg *rest.Config, namespace string, renew time.Duration, id string, recorders *lateRecorders) (*leaseObserver, error) {
 	lock, err := ctrlleader.NewResourceLock(rest.CopyConfig(cfg), recorders, ctrlleader.Options{
 		LeaderElection:          true,
 		LeaderElectionID:        id,
-		LeaderElectionNamespace: mc.LeaderElectionNS,
+		LeaderElectionNamespace: namespace,
 		RenewDeadline:           renew,
 	})
 	if err != nil {

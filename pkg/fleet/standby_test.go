@@ -361,20 +361,3 @@ func TestStandbyStopsWarmingWhenItTakesTheLease(t *testing.T) {
 		t.Errorf("Ensured %v at the Lease write, %v after: want the one under way only", ensured, again)
 	}
 }
-
-func TestStandbyWarmAfterMustFitTheLease(t *testing.T) {
-	for _, tc := range []struct {
-		warm, retry, renew, lease time.Duration
-		ok                        bool
-	}{
-		{DefaultStandbyWarmAfter, 0, 0, 0, true}, // the shipped flags: 8 s against 2 s, 10 s and 15 s
-		{2500 * time.Millisecond, 500 * time.Millisecond, 3 * time.Second, 4 * time.Second, true},
-		{7 * time.Second, 2 * time.Second, 10 * time.Second, 15 * time.Second, false},  // a renewal that timed out, tried again, looks stalled
-		{15 * time.Second, 2 * time.Second, 10 * time.Second, 15 * time.Second, false}, // never before the Lease expires anyway
-	} {
-		err := ManagerConfig{StandbyWarmAfter: tc.warm, RetryPeriod: tc.retry, RenewDeadline: tc.renew, LeaseDuration: tc.lease}.checkStandbyWarmAfter()
-		if (err == nil) != tc.ok {
-			t.Errorf("warm after %s, retry %s, renew %s, lease %s: error %v, want ok %v", tc.warm, tc.retry, tc.renew, tc.lease, err, tc.ok)
-		}
-	}
-}

@@ -127,7 +127,12 @@ func (o Options) withDefaults() Options {
 		o.ProbeFailureThreshold = DefaultProbeFailureThreshold
 	}
 	if o.BackoffBase <= 0 {
+		// Unset, the first wait is the default unless the cap set is shorter:
+		// a default does not raise a cap that was set.
 		o.BackoffBase = DefaultBackoffBase
+		if o.BackoffCap > 0 {
+			o.BackoffBase = min(DefaultBackoffBase, o.BackoffCap)
+		}
 	}
 	if o.BackoffCap <= 0 {
 		o.BackoffCap = DefaultBackoffCap
