@@ -42,7 +42,7 @@ const (
 	ReasonPoolDeleting             = "PoolDeleting"             // Paused: the MachinePool is being deleted
 	ReasonDryRun                   = "DryRun"                   // Drifted: the controller runs with --dry-run
 	ReasonReadFailed               = "ReadFailed"               // Unreachable: the spoke's cache could not be read
-	ReasonWriteFailed              = "WriteFailed"              // Drifted: a write failed transiently; retried with backoff
+	ReasonWriteFailed              = "WriteFailed"              // Drifted: a write failed transiently; retried (one probe at a time while every write fails)
 	ReasonWriteDenied              = "WriteDenied"              // Drifted: the spoke refused a write; retried every --denied-retry
 	ReasonContested                = "Contested"                // Contested: objects held after another writer kept undoing the pool
 	ReasonNoExecutePaced           = "NoExecutePaced"           // RollingOut: NoExecute taints wait for their batch
