@@ -119,7 +119,9 @@ func startReplica(t *testing.T, kubeconfig string, flags []string) *runningRepli
 	// Before startBinary's cleanup (cleanups run last first), which then finds it gone.
 	t.Cleanup(func() {
 		_ = r.p.cmd.Process.Kill()
-		<-r.exited
+		if err := <-r.exited; err != nil {
+			t.Logf("replica stopped: %v", err) // killed: "signal: killed"
+		}
 	})
 	return r
 }

@@ -118,7 +118,7 @@ func fuzzManaged(seed int, delivery string, extra []fieldpath.Path, labels map[s
 		if err != nil {
 			panic(err)
 		}
-		out = append(out, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}})
+		out = append(out, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))})
 	}
 	return out
 }

@@ -120,7 +120,7 @@ func managed(manager string, prefix []any, keys []string, extra ...fieldpath.Pat
 	if err != nil {
 		panic(err)
 	}
-	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))}
 }
 
 // nodeManaged sets a Node's managedFields.

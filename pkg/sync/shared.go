@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"bytes"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +51,7 @@ func newLabelEvidence(obj metav1.Object, prefix []any) labelEvidence {
 			continue
 		}
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			continue
 		}
 		ev.sets = append(ev.sets, managerSet{manager: e.Manager, fields: s})
