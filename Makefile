@@ -15,6 +15,11 @@ GO ?= go
 FUZZTIME ?= 5000x
 # Built once per version into .cache/ (gitignored); see hack/controlplane.sh.
 ASSETS = $(shell hack/controlplane.sh)
+# Every Kubernetes minor the spokes of a fleet can run (hack/tools/controlplane-*/
+# and the newest); the integration tests find each one's folder in
+# KUBEBUILDER_ASSETS_<major>_<minor> (internal/localfleet.VersionAssetsEnv).
+SPOKE_VERSIONS = $(shell hack/controlplane.sh --versions)
+VERSION_ASSETS = $(foreach v,$(SPOKE_VERSIONS),KUBEBUILDER_ASSETS_$(subst .,_,$(v))="$$(hack/controlplane.sh $(v))")
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/openshift/hub-node-metadata/pkg/version.Version=$(VERSION) -X github.com/openshift/hub-node-metadata/pkg/version.Commit=$(COMMIT)
@@ -33,8 +38,8 @@ build: ## Build bin/hub-controller (static, version from git).
 	$(GOBUILD) -o bin/hub-controller ./cmd/hub-controller
 
 .PHONY: controlplane
-controlplane: ## Build kube-apiserver and etcd for tests into .cache/ (once per version).
-	@hack/controlplane.sh
+controlplane: ## Build etcd and kube-apiserver of every spoke version (SPOKE_VERSIONS) for tests into .cache/ (once per version).
+	@for v in $(SPOKE_VERSIONS); do hack/controlplane.sh $$v || exit 1; done
 
 .PHONY: generate
 generate: ## Regenerate config/crds from the pinned hive/apis and openshift/api.
@@ -72,19 +77,27 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5000 executions) over the co
 INT_PARALLEL ?= 4
 
 .PHONY: test-int
-test-int: build ## Integration tests on real API servers (builds the control plane first), INT_PARALLEL (4) at a time.
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...
+test-int: build controlplane ## Integration tests on real API servers (builds the control planes first), INT_PARALLEL (4) at a time.
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...
 
 .PHONY: test
 test: verify test-unit fuzz test-int ## Everything: verify, unit, fuzz, integration.
 
+# The spokes' Kubernetes minors in turn for `make fleet` and `make demo`, e.g.
+# FLEET_VERSIONS=1.29,1.33,1.36 (each built once by hack/controlplane.sh);
+# empty, every spoke runs the newest. The demo's three spokes run one version
+# each, every one the fleet supports (DEMO_VERSIONS).
+FLEET_VERSIONS ?=
+comma := ,
+DEMO_VERSIONS ?= $(subst $() ,$(comma),$(strip $(SPOKE_VERSIONS)))
+
 .PHONY: fleet
-fleet: ## Start a local hub and 3 spokes with sample pools, for kubectl; Ctrl-C stops it.
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./hack/fleet -spokes 3
+fleet: ## Start a local hub and 3 spokes with sample pools, for kubectl; Ctrl-C stops it (FLEET_VERSIONS: spoke versions).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./hack/fleet -spokes 3 -spoke-versions "$(FLEET_VERSIONS)"
 
 .PHONY: demo
-demo: ## The main job: local hub and spokes, the controller, a pool change converging.
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./hack/fleet -spokes 3 -demo
+demo: ## The main job: local hub and spokes (one of each supported Kubernetes version), the controller, a pool change converging.
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./hack/fleet -spokes 3 -demo -spoke-versions "$(or $(FLEET_VERSIONS),$(DEMO_VERSIONS))"
 
 # The image the Containerfile builds; `make image IMAGE=...` to push elsewhere.
 IMAGE ?= quay.io/app-sre/hub-node-metadata:$(VERSION)

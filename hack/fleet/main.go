@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,20 +25,37 @@ func main() {
 	nodes := flag.Int("nodes", 3, "Nodes per sample pool")
 	demo := flag.Bool("demo", false, "run the controller, change a pool, show convergence, then exit")
 	dir := flag.String("dir", "", "working folder (default: a temporary folder removed on exit)")
+	versions := flag.String("spoke-versions", "", "comma-separated Kubernetes minors the spokes run in turn, e.g. 1.29,1.33,1.36 (hack/controlplane.sh --versions; default: every spoke the newest)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *spokes, *nodes, *demo, *dir); err != nil {
+	opts := localfleet.Options{Spokes: *spokes, Dir: *dir, Audit: true}
+	if *versions != "" {
+		opts.SpokeVersions = strings.Split(*versions, ",")
+		opts.VersionAssets = map[string]string{}
+		for _, v := range opts.SpokeVersions {
+			if os.Getenv(localfleet.VersionAssetsEnv(v)) != "" {
+				continue
+			}
+			assets, err := localfleet.BuildControlPlane("hack/controlplane.sh", v)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "error:", err)
+				os.Exit(1)
+			}
+			opts.VersionAssets[v] = assets
+		}
+	}
+	if err := run(ctx, opts, *nodes, *demo); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, spokes, nodes int, demo bool, dir string) error {
+func run(ctx context.Context, opts localfleet.Options, nodes int, demo bool) error {
 	start := time.Now()
-	fmt.Printf("starting a local hub and %d spokes (real kube-apiservers over one etcd)...\n", spokes)
-	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: spokes, Dir: dir, Audit: true})
+	fmt.Printf("starting a local hub and %d spokes (real kube-apiservers over one etcd)...\n", opts.Spokes)
+	f, err := localfleet.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -60,7 +78,7 @@ func run(ctx context.Context, spokes, nodes int, demo bool, dir string) error {
 		if err := localfleet.WriteKubeconfig(path, s.Name, s.AdminConfig); err != nil {
 			return err
 		}
-		fmt.Printf("spoke %-10s %s (admin kubeconfig %s)\n", s.Name, s.URL(), path)
+		fmt.Printf("spoke %-10s %s Kubernetes %s (admin kubeconfig %s)\n", s.Name, s.URL(), s.Version, path)
 	}
 	if demo {
 		return runDemo(ctx, f)

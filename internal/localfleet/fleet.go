@@ -32,8 +32,18 @@ import (
 type Options struct {
 	// Spokes is how many spokes Start brings up (named spoke-1, spoke-2, ...).
 	Spokes int
+	// SpokeVersions are the Kubernetes minors ("1.29") of the spokes Start
+	// brings up, in turn: spoke i runs SpokeVersions[i%len(SpokeVersions)].
+	// Empty, every spoke runs the newest, AssetsDir's, as the hub does.
+	SpokeVersions []string
 	// AssetsDir holds kube-apiserver and etcd; defaults to $KUBEBUILDER_ASSETS.
+	// Its kube-apiserver is the newest: the hub's, and the spokes' by default.
 	AssetsDir string
+	// VersionAssets maps a Kubernetes minor ("1.29") to the folder of its
+	// kube-apiserver (hack/controlplane.sh 1.29). A minor not in it comes from
+	// $KUBEBUILDER_ASSETS_1_29 (VersionAssetsEnv), or is AssetsDir's if that is
+	// the same minor. etcd is always AssetsDir's.
+	VersionAssets map[string]string
 	// Dir is the working folder (certificates, etcd data, audit logs).
 	// Defaults to a new temporary folder that Stop removes.
 	Dir string
@@ -53,8 +63,13 @@ type Options struct {
 	// user in AuditEvent.ImpersonatedUser.
 	HubAuditUsers []string
 	// SpokeArgs are extra kube-apiserver flags of every spoke (name without dashes, value),
-	// e.g. "feature-gates": "WatchList=false" for a spoke as Kubernetes 1.33 ships.
+	// e.g. "feature-gates": "WatchList=false" for a 1.36 spoke with 1.33's default. They
+	// override the fleet's own flags.
 	SpokeArgs map[string]string
+	// VersionSpokeArgs are extra kube-apiserver flags of the spokes of one Kubernetes minor,
+	// laid over SpokeArgs (feature-gates lists are joined): for a flag or a gate that not every
+	// version knows, which would stop the others from starting ("unrecognized feature gate").
+	VersionSpokeArgs map[string]map[string]string
 }
 
 // Fleet is a hub and its spokes, each a real kube-apiserver. All of them
@@ -66,9 +81,11 @@ type Fleet struct {
 	dir       string
 	removeDir bool
 	etcd      *envtest.Etcd
+	newest    *apiServerBinary
 
-	mu     sync.Mutex
-	spokes map[string]*Spoke
+	mu       sync.Mutex
+	spokes   map[string]*Spoke
+	binaries map[string]*apiServerBinary // by minor ("1.29"), as binaryFor found them
 }
 
 // Hub is the hub API server with Hive's CRDs installed.
@@ -112,7 +129,19 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
 	if opts.StartConcurrency <= 0 {
 		opts.StartConcurrency = 4
 	}
-	f := &Fleet{opts: opts, spokes: map[string]*Spoke{}}
+	f := &Fleet{opts: opts, spokes: map[string]*Spoke{}, binaries: map[string]*apiServerBinary{}}
+	newest, err := probeAPIServer(opts.AssetsDir)
+	if err != nil {
+		return nil, err
+	}
+	f.newest = newest
+	// Every version's binary is found before anything starts, so that a
+	// missing one fails at once.
+	for _, v := range opts.SpokeVersions {
+		if _, err := f.binaryFor(v); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Dir == "" {
 		dir, err := os.MkdirTemp("", "localfleet-")
 		if err != nil {
@@ -153,22 +182,47 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
 	}
 	f.Hub = hub
 
-	if _, err := f.AddSpokes(ctx, opts.Spokes); err != nil {
+	versions := make([]string, opts.Spokes)
+	for i := range versions {
+		if len(opts.SpokeVersions) > 0 {
+			versions[i] = opts.SpokeVersions[i%len(opts.SpokeVersions)]
+		}
+	}
+	if _, err := f.addSpokes(ctx, versions); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// AddSpokes starts n more spokes, Options.StartConcurrency at a time, and
-// returns them sorted by name. On error the spokes started so far stay in
-// the fleet (Stop stops them).
+// AddSpokes starts n more spokes of the newest version,
+// Options.StartConcurrency at a time, and returns them sorted by name. On
+// error the spokes started so far stay in the fleet (Stop stops them).
 func (f *Fleet) AddSpokes(ctx context.Context, n int) ([]*Spoke, error) {
-	added := make([]*Spoke, n)
+	return f.addSpokes(ctx, make([]string, n))
+}
+
+// AddSpokesAt is AddSpokes for spokes of a Kubernetes minor ("1.29"; ""
+// for the newest): see Options.VersionAssets for where its kube-apiserver
+// comes from.
+func (f *Fleet) AddSpokesAt(ctx context.Context, version string, n int) ([]*Spoke, error) {
+	versions := make([]string, n)
+	for i := range versions {
+		versions[i] = version
+	}
+	return f.addSpokes(ctx, versions)
+}
+
+// addSpokes starts a spoke of each version.
+func (f *Fleet) addSpokes(ctx context.Context, versions []string) ([]*Spoke, error) {
+	added := make([]*Spoke, len(versions))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(f.opts.StartConcurrency)
-	for i := range n {
+	for i, v := range versions {
+		// Numbered before they start, in order: spoke i of the sorted result
+		// is versions[i], however the starts interleave.
+		seq := int(spokeSeq.Add(1))
 		g.Go(func() error {
-			s, err := f.AddSpoke(gctx)
+			s, err := f.addSpoke(gctx, seq, v)
 			added[i] = s
 			return err
 		})
@@ -228,13 +282,13 @@ func (f *Fleet) Stop() error {
 	return errors.Join(errs...)
 }
 
-func (f *Fleet) newAPIServer(name string, extra map[string]string) (*envtest.APIServer, error) {
+func (f *Fleet) newAPIServer(name string, bin *apiServerBinary, extra map[string]string) (*envtest.APIServer, error) {
 	certDir := filepath.Join(f.dir, name)
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
 	s := &envtest.APIServer{
-		Path:         filepath.Join(f.opts.AssetsDir, "kube-apiserver"),
+		Path:         bin.path,
 		CertDir:      certDir,
 		EtcdURL:      f.etcd.URL,
 		Out:          f.opts.Log,
@@ -272,7 +326,7 @@ func (f *Fleet) startHub(ctx context.Context) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := f.newAPIServer("hub", extra)
+	s, err := f.newAPIServer("hub", f.newest, extra)
 	if err != nil {
 		return nil, err
 	}

@@ -108,6 +108,9 @@ type Spoke struct {
 	Admin       client.Client
 	// AuditLogPath is the spoke's audit log (with Options.Audit).
 	AuditLogPath string
+	// Version is the spoke kube-apiserver's version, as its /version answers
+	// it ("v1.29.15"); "" for a binary built without one (an old cache).
+	Version string
 
 	fleet     *Fleet
 	seq       int
@@ -124,11 +127,23 @@ type Spoke struct {
 // process-wide metrics registry. The first fleet's spokes are spoke-1, 2...
 var spokeSeq atomic.Int64
 
-// AddSpoke starts a new spoke API server and registers it on the hub.
-func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) {
-	seq := int(spokeSeq.Add(1))
+// AddSpoke starts a new spoke API server of the newest version and
+// registers it on the hub.
+func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) { return f.AddSpokeAt(ctx, "") }
+
+// AddSpokeAt is AddSpoke for a spoke of a Kubernetes minor ("1.29"; "" for
+// the newest).
+func (f *Fleet) AddSpokeAt(ctx context.Context, version string) (*Spoke, error) {
+	return f.addSpoke(ctx, int(spokeSeq.Add(1)), version)
+}
+
+func (f *Fleet) addSpoke(ctx context.Context, seq int, version string) (*Spoke, error) {
+	bin, err := f.binaryFor(version)
+	if err != nil {
+		return nil, err
+	}
 	name := fmt.Sprintf("spoke-%d", seq)
-	s := &Spoke{Name: name, InfraID: fmt.Sprintf("%s-x%04d", name, seq), fleet: f, seq: seq}
+	s := &Spoke{Name: name, InfraID: fmt.Sprintf("%s-x%04d", name, seq), Version: bin.version, fleet: f, seq: seq}
 
 	var users []string
 	if f.opts.Audit {
@@ -139,8 +154,9 @@ func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) {
 		return nil, err
 	}
 	maps.Copy(extra, f.opts.SpokeArgs)
+	mergeArgs(extra, f.opts.VersionSpokeArgs[bin.minorName()])
 	s.AuditLogPath = auditPath
-	srv, err := f.newAPIServer(name, extra)
+	srv, err := f.newAPIServer(name, bin, extra)
 	if err != nil {
 		return nil, err
 	}

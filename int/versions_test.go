@@ -1,0 +1,205 @@
+package int_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"k8s.io/client-go/discovery"
+
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
+)
+
+// A Hive shard manages clusters of several Kubernetes minors at once (4.16
+// EUS's 1.29 beside 1.33 and the newest), so one controller must work
+// against all of them together. These tests run a fleet whose hub is the
+// newest and whose spokes are one of every version hack/controlplane.sh
+// builds (hack/tools/controlplane-<minor>/, and the newest).
+
+var (
+	spokeVersionsOnce sync.Once
+	spokeVersionList  []string
+	spokeVersionsErr  error
+
+	versionAssetsMu sync.Mutex
+	versionAssets   = map[string]*builtOnce{}
+)
+
+// spokeVersions are the Kubernetes minors hack/controlplane.sh builds, oldest
+// first.
+func spokeVersions(t *testing.T) []string {
+	t.Helper()
+	spokeVersionsOnce.Do(func() {
+		out, err := exec.Command("../hack/controlplane.sh", "--versions").Output()
+		if err != nil {
+			spokeVersionsErr = fmt.Errorf("hack/controlplane.sh --versions: %w", err)
+			return
+		}
+		spokeVersionList = strings.Fields(string(out))
+	})
+	if spokeVersionsErr != nil {
+		t.Fatal(spokeVersionsErr)
+	}
+	return spokeVersionList
+}
+
+// versionAssetsDir is the control plane folder of a minor:
+// $KUBEBUILDER_ASSETS_1_29 (the Makefile sets it, built outside any test's
+// deadline), else hack/controlplane.sh's, built once per test process.
+func versionAssetsDir(t *testing.T, minor string) string {
+	t.Helper()
+	if dir := os.Getenv(localfleet.VersionAssetsEnv(minor)); dir != "" {
+		return dir
+	}
+	versionAssetsMu.Lock()
+	b := versionAssets[minor]
+	if b == nil {
+		b = &builtOnce{}
+		versionAssets[minor] = b
+	}
+	versionAssetsMu.Unlock()
+	return b.get(t, func() (string, error) { return localfleet.BuildControlPlane("../hack/controlplane.sh", minor) })
+}
+
+// startVersionFleet starts a hub of the newest version and one spoke of each
+// of versions (in that order), with audit logs; startFleetWith's cleanup
+// checks every spoke's audit log against the allow-list.
+func startVersionFleet(t *testing.T, ctx context.Context, versions []string) *localfleet.Fleet {
+	t.Helper()
+	return startVersionFleetWith(t, ctx, versions, func(*localfleet.Options) {})
+}
+
+// startVersionFleetWith is startVersionFleet with more fleet options.
+func startVersionFleetWith(t *testing.T, ctx context.Context, versions []string, mutate func(*localfleet.Options)) *localfleet.Fleet {
+	t.Helper()
+	assets := map[string]string{}
+	for _, v := range versions {
+		assets[v] = versionAssetsDir(t, v)
+	}
+	f := startFleetWith(t, ctx, len(versions), func(o *localfleet.Options) {
+		o.SpokeVersions = versions
+		o.VersionAssets = assets
+		mutate(o)
+	})
+	for i, s := range f.Spokes() {
+		if !strings.HasPrefix(s.Version, "v"+versions[i]+".") {
+			t.Fatalf("%s: started %q, want Kubernetes %s", s.Name, s.Version, versions[i])
+		}
+	}
+	return f
+}
+
+// hubPatchesByObject counts the hub credential's patches in s's audit log after
+// skip entries, by object ("nodes/name").
+func hubPatchesByObject(t *testing.T, s *localfleet.Spoke, skip int) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, e := range readAudit(t, s.AuditLogPath)[skip:] {
+		if e.User.Username == localfleet.CredentialUser && e.Verb == "patch" {
+			out[e.ObjectRef.Resource+"/"+e.ObjectRef.Name]++
+		}
+	}
+	return out
+}
+
+// TestSpokeVersions runs the basic scenario on a mixed fleet: every spoke
+// answers /version with its own version, the controller connects to each
+// (its infra pool InSync), and a pool change reaches every Node with exactly
+// one patch per drifted object (every Machine and Node of the pool), whatever
+// the spoke's version.
+func TestSpokeVersions(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	versions := spokeVersions(t)
+	f := startVersionFleet(t, ctx, versions)
+	spokes := f.Spokes()
+
+	for i, s := range spokes {
+		dc, err := discovery.NewDiscoveryClientForConfig(s.AdminConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := dc.ServerVersion()
+		if err != nil {
+			t.Fatalf("%s: GET /version: %v", s.Name, err)
+		}
+		if info.GitVersion != s.Version || info.Major != "1" || info.Minor != strings.TrimPrefix(versions[i], "1.") {
+			t.Errorf("%s (Kubernetes %s): /version answers %s (major %q, minor %q), want %s", s.Name, versions[i], info.GitVersion, info.Major, info.Minor, s.Version)
+		}
+		t.Logf("%s: Kubernetes %s (%s, %s)", s.Name, info.GitVersion, info.GoVersion, info.BuildDate)
+		addInfraPool(t, ctx, s, 3)
+	}
+
+	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	for _, s := range spokes {
+		waitInSync(t, ctx, f, s, 2*time.Minute)
+	}
+
+	skip := make([]int, len(spokes))
+	for i, s := range spokes {
+		skip[i] = auditLines(t, s)
+		if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
+			spec.Labels["example.com/tier"] = "gold"
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, s := range spokes {
+		waitFor(t, fmt.Sprintf("%s (%s): pool change reaches every Node", s.Name, versions[i]), time.Minute, func() bool {
+			return nodesHold(ctx, s, "infra", hasLabel("example.com/tier", "gold"))
+		})
+	}
+	for _, s := range spokes {
+		waitInSync(t, ctx, f, s, time.Minute)
+	}
+	// A second write of an object would come now, if at all.
+	time.Sleep(3 * time.Second)
+
+	for i, s := range spokes {
+		drifted := map[string]bool{}
+		machines, err := s.Machines(ctx, "infra")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range machines {
+			if m.Spec.Labels["example.com/tier"] != "gold" {
+				t.Errorf("%s: Machine %s spec labels %v: the pool change did not reach it", s.Name, m.Name, m.Spec.Labels)
+			}
+			drifted["machines/"+m.Name] = true
+		}
+		nodes, err := s.Nodes(ctx, "infra")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			drifted["nodes/"+n.Name] = true
+		}
+		patches := hubPatchesByObject(t, s, skip[i])
+		total := 0
+		var lines []string
+		for obj, n := range patches {
+			total += n
+			if !drifted[obj] || n != 1 {
+				lines = append(lines, fmt.Sprintf("%s: %d", obj, n))
+			}
+		}
+		for obj := range drifted {
+			if patches[obj] == 0 {
+				lines = append(lines, obj+": 0")
+			}
+		}
+		sort.Strings(lines)
+		t.Logf("%s (Kubernetes %s): %d patches for %d drifted objects: %.2f per object", s.Name, s.Version, total, len(drifted), float64(total)/float64(len(drifted)))
+		if len(drifted) != 6 || len(lines) > 0 {
+			t.Errorf("%s (Kubernetes %s): want exactly one patch for each of the 6 drifted objects; off: %v", s.Name, s.Version, lines)
+		}
+	}
+}
