@@ -22,7 +22,7 @@ import (
 func TestLeaderElectionSettingsRunBothReplicas(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel) // after the parallel subtests, which run once this function has returned
+	defer cancel()
 	f := startFleet(t, ctx, 0)
 	kc := controllerKubeconfig(t, ctx, f)
 	settings := []struct {
@@ -37,8 +37,9 @@ func TestLeaderElectionSettingsRunBothReplicas(t *testing.T) {
 		{"lease 4s renew 3s retry 1s", []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}, "4s", "3s", "1s", "3s"},
 	}
 	for i, s := range settings {
+		// One after the other: a parallel subtest waits for a free slot among
+		// the suite's parallel tests, which can outlast the context.
 		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
 			flags := append([]string{"--leader-elect", "--leader-elect-namespace", "hub-node-metadata",
 				"--shard-count", fmt.Sprint(len(settings)), "--shard-index", fmt.Sprint(i)}, s.flags...)
 			pair := []*runningReplica{startReplica(t, kc, flags), startReplica(t, kc, flags)}

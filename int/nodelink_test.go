@@ -27,6 +27,22 @@ func nodelinkBinary(t *testing.T) string {
 	return nodelinkBin.get(t, func() (string, error) { return localfleet.BuildNodelink("../hack/nodelink.sh") })
 }
 
+// runNodelink runs machine-api's real nodelink controller beside the
+// controller on s until the test ends, and prints its log if the test failed.
+func runNodelink(t *testing.T, ctx context.Context, s *localfleet.Spoke, lag time.Duration) {
+	t.Helper()
+	nl, err := s.RunNodelink(ctx, nodelinkBinary(t), lag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		nl.Stop()
+		if t.Failed() {
+			t.Logf("nodelink log:\n%s", tail(nl.Log(), 40))
+		}
+	})
+}
+
 // nodelinkCycles is how many add/remove cycles each lag setting plays:
 // HUB_NODE_METADATA_NODELINK_CYCLES, or a short run in the test command.
 func nodelinkCycles(t *testing.T) int {
@@ -112,16 +128,7 @@ func besideNodelink(t *testing.T, lag time.Duration) {
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 5)
-	nl, err := s.RunNodelink(ctx, nodelinkBinary(t), lag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		nl.Stop()
-		if t.Failed() {
-			t.Logf("nodelink log:\n%s", tail(nl.Log(), 40))
-		}
-	})
+	runNodelink(t, ctx, s, lag)
 	opts := testOptions()
 	if os.Getenv("HUB_NODE_METADATA_NODELINK_UNGUARDED") != "" {
 		// For before/after figures only: without the reclaim and the settle

@@ -41,16 +41,7 @@ func TestSharedItemsStayWhenThePoolDropsThem(t *testing.T) {
 	if _, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "infra").WithLabels(infraLabels)); err != nil {
 		t.Fatal(err)
 	}
-	nl, err := s.RunNodelink(ctx, nodelinkBinary(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		nl.Stop()
-		if t.Failed() {
-			t.Logf("nodelink log:\n%s", tail(nl.Log(), 40))
-		}
-	})
+	runNodelink(t, ctx, s, 0)
 	join := func(n int) []string {
 		t.Helper()
 		ms, err := s.ScaleUp(ctx, "infra", n)

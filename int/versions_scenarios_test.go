@@ -236,16 +236,11 @@ func watchExpires(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *loc
 	}
 }
 
-// forEachSpoke runs do on every spoke of f at once, a subtest each named by
-// its version, and returns when all are done (before the caller's deferred
-// cancels and cleanups run).
+// forEachSpoke runs do on every spoke of f, a subtest each named by its
+// version, one after the other: parallel subtests would wait for free slots
+// among the suite's parallel tests, and their timings with them.
 func forEachSpoke(t *testing.T, f *localfleet.Fleet, versions []string, do func(*testing.T, *localfleet.Spoke)) {
-	t.Run("spokes", func(t *testing.T) {
-		for i, s := range f.Spokes() {
-			t.Run(versions[i], func(t *testing.T) {
-				t.Parallel()
-				do(t, s)
-			})
-		}
-	})
+	for i, s := range f.Spokes() {
+		t.Run(versions[i], func(t *testing.T) { do(t, s) })
+	}
 }
