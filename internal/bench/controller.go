@@ -635,7 +635,9 @@ const cpuClockSched = 2
 // since returns the controller's CPU seconds and the machine's busy percentage from m0 to m.
 func (m cpuMark) since(m0 cpuMark) (procS, busyPct float64) {
 	if m.total > m0.total {
-		busyPct = 100 * (m.busy - m0.busy) / (m.total - m0.total)
+		// At most 100: busy and total are sums of the same float counters, and a machine busy
+		// throughout gives 100 plus a rounding error.
+		busyPct = min(100, 100*(m.busy-m0.busy)/(m.total-m0.total))
 	}
 	return m.proc - m0.proc, busyPct
 }
