@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	gosync "sync"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -87,7 +88,7 @@ func (p Plan) InSync() bool { return p.Patch == nil }
 // modifies it; n must not be nil.
 func PlanNode(d Desired, n *corev1.Node) Plan {
 	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), d.Reclaim.Labels,
-		func() labelEvidence { return nodeEvidence(n, d.MachineNodeLabels) })
+		gosync.OnceValue(func() labelEvidence { return nodeEvidence(n, d.MachineNodeLabels) }), pathLabels)
 	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.Deferred, d.Reclaim.Taints)
 
 	annotations := map[string]any{}
@@ -110,10 +111,9 @@ func PlanNode(d Desired, n *corev1.Node) Plan {
 // in spec.taints and d.MachineLabels in metadata.labels. It reads m and never
 // modifies it; m must not be nil.
 func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
-	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), nil,
-		func() labelEvidence { return machineEvidence(m, pathLabels) })
-	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), nil,
-		func() labelEvidence { return machineEvidence(m, pathMachineNodeLabels) })
+	evidence := gosync.OnceValue(func() labelEvidence { return machineEvidence(m) })
+	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), nil, evidence, pathLabels)
+	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), nil, evidence, pathMachineNodeLabels)
 	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]), d.Deferred, nil)
 
 	annotations := map[string]any{}
@@ -144,13 +144,13 @@ type labelPlan struct {
 }
 
 // planLabels plans a label map. An owned label the pool no longer declares
-// is removed only if evidence (made once, when there is one) says no one
-// else set it; otherwise it is released: kept, and no longer recorded. A
+// is removed only if evidence (the object's, read once and only when needed;
+// the map is at prefix in it) says no one else set it; otherwise it is
+// released: kept, and no longer recorded. A
 // reclaim entry removes a label that is neither declared nor owned if it
 // holds exactly the reclaimed value.
-func planLabels(kind Kind, observed, declared map[string]string, owned map[string]bool, reclaim map[string]string, evidence func() labelEvidence) labelPlan {
+func planLabels(kind Kind, observed, declared map[string]string, owned map[string]bool, reclaim map[string]string, evidence func() labelEvidence, prefix []any) labelPlan {
 	p := labelPlan{patch: map[string]any{}, record: sortedKeys(declared)}
-	var ev *labelEvidence
 	for _, k := range p.record {
 		want := declared[k]
 		have, present := observed[k]
@@ -171,16 +171,13 @@ func planLabels(kind Kind, observed, declared map[string]string, owned map[strin
 		if !present {
 			continue
 		}
-		if ev == nil {
-			e := evidence()
-			ev = &e
-		}
+		ev := evidence()
 		if !ev.read {
 			p.needsRead = true
 			p.record = append(p.record, k) // undecided: ownership stays as recorded
 			continue
 		}
-		if with := ev.sharedWith(k); len(with) > 0 {
+		if with := ev.sharedWith(prefix, k); len(with) > 0 {
 			p.changes = append(p.changes, Change{Kind: kind, Op: OpRelease, Key: k, From: have, To: have, With: with})
 			continue
 		}

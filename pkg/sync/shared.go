@@ -14,9 +14,6 @@ type labelEvidence struct {
 	// read is false for an object without managedFields, as a trimmed cache
 	// serves objects: nothing can be decided before the object is read whole.
 	read bool
-	// prefix is where the labels are: metadata.labels, or a Machine's
-	// spec.metadata.labels.
-	prefix []any
 	// sets holds each managedFields entry's manager and fields.
 	sets []managerSet
 	// delivery names the managers that deliver the pool's items: this
@@ -41,11 +38,12 @@ var (
 	pathNodeMachine       = fieldpath.MakePathOrDie("metadata", "annotations", AnnotationNodeMachine)
 )
 
-// newLabelEvidence reads obj's managedFields. An entry whose fields do not
-// parse is skipped, so its manager can never make a label removable.
-func newLabelEvidence(obj metav1.Object, prefix []any) labelEvidence {
+// newLabelEvidence reads obj's managedFields, once for all its label maps.
+// An entry whose fields do not parse is skipped, so its manager can never
+// make a label removable.
+func newLabelEvidence(obj metav1.Object) labelEvidence {
 	mf := obj.GetManagedFields()
-	ev := labelEvidence{read: mf != nil, prefix: prefix, delivery: map[string]bool{FieldManager: true}, linker: map[string]bool{}}
+	ev := labelEvidence{read: mf != nil, delivery: map[string]bool{FieldManager: true}, linker: map[string]bool{}}
 	for _, e := range mf {
 		if e.FieldsV1 == nil {
 			continue
@@ -59,11 +57,11 @@ func newLabelEvidence(obj metav1.Object, prefix []any) labelEvidence {
 	return ev
 }
 
-// machineEvidence is the evidence of a Machine's labels at prefix: the
-// manager that created it from its MachineSet's template (the owner of its
-// controller ownerReference) delivers too.
-func machineEvidence(obj metav1.Object, prefix []any) labelEvidence {
-	ev := newLabelEvidence(obj, prefix)
+// machineEvidence is the evidence of a Machine's labels, in both its label
+// maps: the manager that created it from its MachineSet's template (the
+// owner of its controller ownerReference) delivers too.
+func machineEvidence(obj metav1.Object) labelEvidence {
+	ev := newLabelEvidence(obj)
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		ev.addOwners(ev.delivery, fieldpath.MakePathOrDie("metadata", "ownerReferences", fieldpath.KeyByFields("uid", string(ref.UID))))
 	}
@@ -73,7 +71,7 @@ func machineEvidence(obj metav1.Object, prefix []any) labelEvidence {
 // nodeEvidence is the evidence of a Node's labels, given the node labels its
 // Machine holds once its own write is done.
 func nodeEvidence(obj metav1.Object, machineHolds map[string]string) labelEvidence {
-	ev := newLabelEvidence(obj, pathLabels)
+	ev := newLabelEvidence(obj)
 	ev.addOwners(ev.linker, pathNodeMachine)
 	ev.machineHolds = machineHolds
 	return ev
@@ -88,10 +86,11 @@ func (ev labelEvidence) addOwners(into map[string]bool, path fieldpath.Path) {
 }
 
 // sharedWith returns the managers other than the pool's delivery paths that
-// own label key: none means it may be removed. A key no manager owns (an
-// object older than managedFields) is shared with "unknown".
-func (ev labelEvidence) sharedWith(key string) []string {
-	p := fieldpath.MakePathOrDie(append(append([]any{}, ev.prefix...), key)...)
+// own label key of the map at prefix (pathLabels, pathMachineNodeLabels):
+// none means it may be removed. A key no manager owns (an object older than
+// managedFields) is shared with "unknown".
+func (ev labelEvidence) sharedWith(prefix []any, key string) []string {
+	p := fieldpath.MakePathOrDie(append(slices.Clone(prefix), key)...)
 	_, held := ev.machineHolds[key]
 	owned := false
 	var others []string
