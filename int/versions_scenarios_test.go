@@ -19,8 +19,8 @@ import (
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
-// The core scenarios, each on every spoke version at once, in one mixed
-// fleet with one controller: a removal, a new Node, out-of-band drift
+// The core scenarios, on every spoke version, in one mixed fleet with one
+// controller: /version and one patch per drifted object, a removal, a new Node, out-of-band drift
 // repaired, a paced NoExecute rollout, credential rotation, and a dead spoke
 // reported Unreachable without polling; the fleet's cleanup checks every
 // spoke's audit log against the allow-list. A watch that expires is
@@ -42,15 +42,19 @@ func TestSpokeVersionsCoreScenarios(t *testing.T) {
 		}
 	}
 	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	forEachSpoke(t, f, versions, func(t *testing.T, s *localfleet.Spoke) { coreScenarios(t, ctx, f, s) })
+	for i, s := range f.Spokes() {
+		// One after the other: parallel subtests would wait for free slots
+		// among the suite's parallel tests, and their timings with them.
+		t.Run(versions[i], func(t *testing.T) { coreScenarios(t, ctx, f, s, versions[i]) })
+	}
 }
 
 const versionsPaceInterval = 3 * time.Second
 
-func coreScenarios(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *localfleet.Spoke) {
+func coreScenarios(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *localfleet.Spoke, minor string) {
 	hub := f.Hub.Client
 	waitInSync(t, ctx, f, s, 2*time.Minute)
-	t.Logf("%s: Kubernetes %s", s.Name, s.Version)
+	versionAndWriteCost(t, ctx, f, s, minor)
 
 	// A removal: what the pool stops declaring leaves every Node.
 	changeAndConverge(t, ctx, s, "example.com/remove-me", "1", 30*time.Second)
@@ -184,7 +188,9 @@ func TestSpokeVersionsWatchExpiry(t *testing.T) {
 		addInfraPool(t, ctx, s, 3)
 	}
 	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	forEachSpoke(t, f, versions, func(t *testing.T, s *localfleet.Spoke) { watchExpires(t, ctx, f, s) })
+	for i, s := range f.Spokes() {
+		t.Run(versions[i], func(t *testing.T) { watchExpires(t, ctx, f, s) })
+	}
 }
 
 func watchExpires(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *localfleet.Spoke) {
@@ -233,14 +239,5 @@ func watchExpires(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *loc
 	t.Logf("%s (%s): watches resumed %v, kinds listed again after them %v", s.Name, s.Version, resumed, relisted)
 	if !relisted["nodes"] {
 		t.Errorf("the Node watch was not resumed and then listed again after its revision was compacted")
-	}
-}
-
-// forEachSpoke runs do on every spoke of f, a subtest each named by its
-// version, one after the other: parallel subtests would wait for free slots
-// among the suite's parallel tests, and their timings with them.
-func forEachSpoke(t *testing.T, f *localfleet.Fleet, versions []string, do func(*testing.T, *localfleet.Spoke)) {
-	for i, s := range f.Spokes() {
-		t.Run(versions[i], func(t *testing.T) { do(t, s) })
 	}
 }

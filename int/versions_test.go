@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"k8s.io/client-go/discovery"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -109,97 +108,66 @@ func hubPatchesByObject(t *testing.T, s *localfleet.Spoke, skip int) map[string]
 	return out
 }
 
-// TestSpokeVersions runs the basic scenario on a mixed fleet: every spoke
-// answers /version with its own version, the controller connects to each
-// (its infra pool InSync), and a pool change reaches every Node with exactly
-// one patch per drifted object (every Machine and Node of the pool), whatever
-// the spoke's version.
-func TestSpokeVersions(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	versions := spokeVersions(t)
-	f := startVersionFleet(t, ctx, versions)
-	spokes := f.Spokes()
+// versionAndWriteCost checks, on one spoke of a mixed fleet whose controller
+// runs and whose infra pool of 3 is InSync, that the spoke answers /version
+// with its own version, and that a pool change reaches every Node with
+// exactly one patch per drifted object (every Machine and Node of the pool).
+func versionAndWriteCost(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *localfleet.Spoke, minor string) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(s.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := dc.ServerVersion()
+	if err != nil {
+		t.Fatalf("%s: GET /version: %v", s.Name, err)
+	}
+	if info.GitVersion != s.Version || info.Major != "1" || info.Minor != strings.TrimPrefix(minor, "1.") {
+		t.Errorf("%s (Kubernetes %s): /version answers %s (major %q, minor %q), want %s", s.Name, minor, info.GitVersion, info.Major, info.Minor, s.Version)
+	}
+	t.Logf("%s: Kubernetes %s (%s, %s)", s.Name, info.GitVersion, info.GoVersion, info.BuildDate)
 
-	for i, s := range spokes {
-		dc, err := discovery.NewDiscoveryClientForConfig(s.AdminConfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := dc.ServerVersion()
-		if err != nil {
-			t.Fatalf("%s: GET /version: %v", s.Name, err)
-		}
-		if info.GitVersion != s.Version || info.Major != "1" || info.Minor != strings.TrimPrefix(versions[i], "1.") {
-			t.Errorf("%s (Kubernetes %s): /version answers %s (major %q, minor %q), want %s", s.Name, versions[i], info.GitVersion, info.Major, info.Minor, s.Version)
-		}
-		t.Logf("%s: Kubernetes %s (%s, %s)", s.Name, info.GitVersion, info.GoVersion, info.BuildDate)
-		addInfraPool(t, ctx, s, 3)
-	}
-
-	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	for _, s := range spokes {
-		waitInSync(t, ctx, f, s, 2*time.Minute)
-	}
-
-	skip := make([]int, len(spokes))
-	for i, s := range spokes {
-		skip[i] = auditLines(t, s)
-		if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
-			spec.Labels["example.com/tier"] = "gold"
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, s := range spokes {
-		waitFor(t, fmt.Sprintf("%s (%s): pool change reaches every Node", s.Name, versions[i]), time.Minute, func() bool {
-			return nodesHold(ctx, s, "infra", hasLabel("example.com/tier", "gold"))
-		})
-	}
-	for _, s := range spokes {
-		waitInSync(t, ctx, f, s, time.Minute)
-	}
+	skip := auditLines(t, s)
+	changeAndConverge(t, ctx, s, "example.com/tier", "gold", time.Minute)
+	waitInSync(t, ctx, f, s, time.Minute)
 	// A second write of an object would come now, if at all.
 	time.Sleep(3 * time.Second)
 
-	for i, s := range spokes {
-		drifted := map[string]bool{}
-		machines, err := s.Machines(ctx, "infra")
-		if err != nil {
-			t.Fatal(err)
+	drifted := map[string]bool{}
+	machines, err := s.Machines(ctx, "infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range machines {
+		if m.Spec.Labels["example.com/tier"] != "gold" {
+			t.Errorf("%s: Machine %s spec labels %v: the pool change did not reach it", s.Name, m.Name, m.Spec.Labels)
 		}
-		for _, m := range machines {
-			if m.Spec.Labels["example.com/tier"] != "gold" {
-				t.Errorf("%s: Machine %s spec labels %v: the pool change did not reach it", s.Name, m.Name, m.Spec.Labels)
-			}
-			drifted["machines/"+m.Name] = true
+		drifted["machines/"+m.Name] = true
+	}
+	nodes, err := s.Nodes(ctx, "infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		drifted["nodes/"+n.Name] = true
+	}
+	patches := hubPatchesByObject(t, s, skip)
+	total := 0
+	var lines []string
+	for obj, n := range patches {
+		total += n
+		if !drifted[obj] || n != 1 {
+			lines = append(lines, fmt.Sprintf("%s: %d", obj, n))
 		}
-		nodes, err := s.Nodes(ctx, "infra")
-		if err != nil {
-			t.Fatal(err)
+	}
+	for obj := range drifted {
+		if patches[obj] == 0 {
+			lines = append(lines, obj+": 0")
 		}
-		for _, n := range nodes {
-			drifted["nodes/"+n.Name] = true
-		}
-		patches := hubPatchesByObject(t, s, skip[i])
-		total := 0
-		var lines []string
-		for obj, n := range patches {
-			total += n
-			if !drifted[obj] || n != 1 {
-				lines = append(lines, fmt.Sprintf("%s: %d", obj, n))
-			}
-		}
-		for obj := range drifted {
-			if patches[obj] == 0 {
-				lines = append(lines, obj+": 0")
-			}
-		}
-		sort.Strings(lines)
-		t.Logf("%s (Kubernetes %s): %d patches for %d drifted objects: %.2f per object", s.Name, s.Version, total, len(drifted), float64(total)/float64(len(drifted)))
-		if len(drifted) != 6 || len(lines) > 0 {
-			t.Errorf("%s (Kubernetes %s): want exactly one patch for each of the 6 drifted objects; off: %v", s.Name, s.Version, lines)
-		}
+	}
+	sort.Strings(lines)
+	t.Logf("%s (Kubernetes %s): %d patches for %d drifted objects: %.2f per object", s.Name, s.Version, total, len(drifted), float64(total)/float64(len(drifted)))
+	if len(drifted) != 6 || len(lines) > 0 {
+		t.Errorf("%s (Kubernetes %s): want exactly one patch for each of the 6 drifted objects; off: %v", s.Name, s.Version, lines)
 	}
 }
