@@ -24,7 +24,7 @@ var nodelinkBin builtOnce
 // nodelinkBinary builds (once, cached beside the control plane) machine-api's
 // nodelink-controller with hack/nodelink.sh.
 func nodelinkBinary(t *testing.T) string {
-	return nodelinkBin.get(t, func() (string, error) { return localfleet.BuildNodelink("../hack/nodelink.sh") })
+	return nodelinkBin.get(t, func() (string, error) { return localfleet.BuildTool("../hack/nodelink.sh") })
 }
 
 // runNodelink runs machine-api's real nodelink controller beside the

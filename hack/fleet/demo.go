@@ -40,7 +40,7 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 	// spoke-1 runs machine-api's real nodelink controller, as every
 	// OpenShift cluster does: it copies Machine labels and taints onto Nodes
 	// beside the hub's writes.
-	if bin, err := localfleet.BuildNodelink("hack/nodelink.sh"); err != nil {
+	if bin, err := localfleet.BuildTool("hack/nodelink.sh"); err != nil {
 		fmt.Printf("nodelink not started (%v); the demo goes on without it\n", err)
 	} else if nl, err := f.Spokes()[0].RunNodelink(ctx, bin, 0); err != nil {
 		fmt.Printf("nodelink not started (%v); the demo goes on without it\n", err)

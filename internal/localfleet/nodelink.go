@@ -29,9 +29,9 @@ type Nodelink struct {
 	done  chan struct{}
 }
 
-// BuildNodelink runs script (hack/nodelink.sh, which builds the binary once
+// BuildTool runs script (hack/nodelink.sh, hack/kubectl.sh: each builds its binary once
 // and then finds it in the cache) and returns the binary's path.
-func BuildNodelink(script string) (string, error) {
+func BuildTool(script string) (string, error) {
 	cmd := exec.Command(script)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
