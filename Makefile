@@ -78,7 +78,7 @@ INT_PARALLEL ?= 4
 
 .PHONY: test-int
 test-int: build controlplane ## Integration tests on real API servers (builds the control planes first), INT_PARALLEL (4) at a time.
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) KUBECTL="$$(hack/kubectl.sh)" $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...
 
 .PHONY: test
 test: verify test-unit fuzz test-int ## Everything: verify, unit, fuzz, integration.

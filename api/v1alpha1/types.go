@@ -49,6 +49,31 @@ const (
 	ReasonClusterDeploymentMissing = "ClusterDeploymentMissing" // Unreachable: the pool names a ClusterDeployment that does not exist
 )
 
+// Condition types of a MachinePoolSync, for `kubectl wait` and the tools that
+// read the Kubernetes API conventions' conditions. Their observedGeneration is
+// the MachinePool's generation they judge, as status.observedGeneration is.
+const (
+	// ConditionReady is True when the pool's observed generation holds on
+	// every targeted Machine and Node (phase InSync).
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while a change is under way: a paced
+	// NoExecute rollout, or writes being retried.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when someone must look: the pool is refused,
+	// the spoke denies writes or cannot be reached, or another writer keeps
+	// undoing the pool (phase Refused, Unreachable, Contested, or Drifted
+	// with reason WriteDenied).
+	ConditionDegraded = "Degraded"
+)
+
+// Reasons of the conditions that the phase's own reason does not give.
+const (
+	ReasonInSync       = "InSync"       // Ready=True
+	ReasonAsExpected   = "AsExpected"   // Degraded=False
+	ReasonIdle         = "Idle"         // Progressing=False: nothing under way
+	ReasonWriteRetried = "WriteRetried" // Progressing=True: failed writes are retried
+)
+
 // MachinePoolSyncStatus summarises the last sync of one MachinePool.
 type MachinePoolSyncStatus struct {
 	// Cluster is the ClusterDeployment's name.
@@ -86,6 +111,17 @@ type MachinePoolSyncStatus struct {
 	// Rollout is set while the pool's new or changed NoExecute taints reach
 	// its existing Nodes a batch at a time (Phase RollingOut).
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// Conditions are Ready, Progressing and Degraded, derived from the phase
+	// and reason. Each condition's observedGeneration is the MachinePool
+	// generation it judges, and its lastTransitionTime moves only when its
+	// status does. A Ready=True whose observedGeneration is below the pool's
+	// metadata.generation answers for an older spec: wait for the generation
+	// first (README, "Waiting for a pool change").
+	//
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // RolloutStatus is where a paced NoExecute rollout stands. Everything else
@@ -114,6 +150,7 @@ type RolloutStatus struct {
 // +kubebuilder:resource:shortName=mpsync,categories=hive
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.cluster`
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.status.pool`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.synced`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`

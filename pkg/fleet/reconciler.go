@@ -788,6 +788,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		// that write said, so a lagging cache costs no second write.
 		old = last.status
 	}
+	st.Conditions = Conditions(st, old.Conditions, now)
 	if !created && !changed && sameSummary(old, st) {
 		return false, nil
 	}
