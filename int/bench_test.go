@@ -62,6 +62,13 @@ func TestBenchPipeline(t *testing.T) {
 	if c.IdleIdealMs <= 0 || c.Ratio <= 0 || c.IdleRatio <= 0 {
 		t.Errorf("ideals: %+v", c)
 	}
+	// The controller's propagation histogram counted every change of the
+	// wave, and its p99 is within a bucket of the bench's own.
+	if pc := c.Propagation; pc == nil || pc.Pools != 3 || pc.Observed != pc.Pools || pc.BucketsApart > 1 || pc.HistogramP99Ms <= 0 {
+		t.Errorf("propagation histogram vs the bench: %+v", pc)
+	} else {
+		t.Logf("propagation p99: histogram %.0f ms %s, bench %.0f ms %s", pc.HistogramP99Ms, pc.HistogramBucket, pc.MeasuredP99Ms, pc.MeasuredBucket)
+	}
 	if bl := rep.Baseline; bl.PatchRTT.N == 0 || bl.WatchHop.N == 0 || bl.DirectFloorMs <= 0 || bl.LoadedRTT.N != bl.DirectWrites || bl.LoadedRTT.MeanMs <= 0 || bl.LoadedInFlight <= 0 {
 		t.Errorf("baseline: %+v", rep.Baseline)
 	}

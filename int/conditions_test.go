@@ -79,14 +79,14 @@ func startRecipe(t *testing.T, kubectl, kubeconfig, ns, pool string) *recipeRun 
 }
 
 // result waits for the recipe to end and returns its error and how long it ran.
-func (r *recipeRun) result(t *testing.T, timeout time.Duration) (error, time.Duration) {
+func (r *recipeRun) result(t *testing.T, timeout time.Duration) (time.Duration, error) {
 	t.Helper()
 	select {
 	case err := <-r.done:
-		return err, time.Since(r.start)
+		return time.Since(r.start), err
 	case <-time.After(timeout):
 		t.Fatalf("the recipe still runs after %s; output:\n%s", timeout, r.stderr.String())
-		return nil, 0
+		return 0, nil
 	}
 }
 
@@ -156,7 +156,7 @@ func TestKubectlWaitRecipe(t *testing.T) {
 	case <-time.After(down):
 	}
 	startBinary(t, kc)
-	err, took := recipe.result(t, time.Minute)
+	took, err := recipe.result(t, time.Minute)
 	if err != nil {
 		t.Fatalf("the recipe failed on an edit that was delivered: %v\n%s", err, recipe.stderr.String())
 	}
@@ -177,7 +177,7 @@ func TestKubectlWaitRecipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	recipe = startRecipe(t, kubectl, admin, ns, pool)
-	err, took = recipe.result(t, 30*time.Second)
+	took, err = recipe.result(t, 30*time.Second)
 	if err == nil || !strings.Contains(recipe.stderr.String(), "ReservedKey") {
 		t.Errorf("the recipe on a refused pool: %v, output %q; want a failure naming ReservedKey", err, recipe.stderr.String())
 	}

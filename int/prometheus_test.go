@@ -960,6 +960,24 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 		if !nodesHold(ctx, holed, "infra", hasLabel("example.com/wave", "1")) {
 			t.Error("healed spoke in sync but its Nodes lack the change made while black-holed")
 		}
+
+		// The change made while black-holed (and the refused pool's fix
+		// before it) were timed: the heatmap counts them, the recording
+		// rules give their quantiles and the SLO's error ratio.
+		ps.waitQuery(t, "propagation heatmap", 30*time.Second, q("Pool change propagation (heatmap)", "A", all), func(ss []promSample) bool {
+			n := 0.0
+			for _, s := range ss {
+				n += s.Value
+			}
+			return n > 0
+		})
+		ps.waitQuery(t, "propagation p99", 30*time.Second, q("Pool change propagation p50 / p99 (last hour)", "B", all), func(ss []promSample) bool {
+			v, ok := valueOf(ss, map[string]string{"delivery": "immediate"})
+			return ok && !math.IsNaN(v) && v > 0
+		})
+		ps.waitQuery(t, "propagation SLO error ratio", 30*time.Second, q("Propagation SLO: share of changes slower than 60 s", "A", all), func(ss []promSample) bool {
+			return len(ss) == 1 && ss[0].Value >= 0 && ss[0].Value <= 1
+		})
 	})
 	if t.Failed() {
 		return

@@ -122,6 +122,9 @@ type Wave struct {
 	// time its spoke requests waited in client-side rate limiters (summed over requests).
 	ControllerCPUs float64 `json:"controllerCPUSeconds"`
 	SpokeRateWaitS float64 `json:"spokeRateLimiterWaitS"`
+	// Propagation is the controller's propagation histogram over the wave,
+	// beside the bench's own measurement of it.
+	Propagation *PropagationCheck `json:"propagation,omitempty"`
 }
 
 // Point is one fleet size of the cost-growth table.
@@ -419,6 +422,11 @@ func (r *Report) Judge() {
 		g.Note += "; below the goal's size"
 	}
 	add(g)
+	if pc := c.Propagation; pc != nil {
+		add(Goal{Figure: "Propagation histogram (pool_propagation_seconds p99) vs the bench's own p99, same wave", Goal: "within one bucket, every change counted",
+			Measured: fmt.Sprintf("histogram %.0f ms in %s, bench %.0f ms in %s (%d buckets apart); %d of %d changes counted", pc.HistogramP99Ms, pc.HistogramBucket, pc.MeasuredP99Ms, pc.MeasuredBucket, pc.BucketsApart, pc.Observed, pc.Pools),
+			Pass:     pc.Pools > 0 && pc.Observed == pc.Pools && pc.BucketsApart <= 1})
+	}
 	for _, x := range []struct {
 		name string
 		d    Dist
@@ -590,6 +598,10 @@ func (r *Report) Markdown() string {
 	p("- patch round-trip under load: the %d writes of a pool change (Machine then Node per target) sent with %d in flight, as the controller sends them: mean %.1f ms, p50 %.1f, p99 %.1f ms; all done in %.0f ms (the direct-write floor); the controller meanwhile used %.2f s of CPU re-reading the clusters these writes touched.\n\n", bl.DirectWrites, bl.LoadedInFlight, bl.LoadedRTT.MeanMs, bl.LoadedRTT.P50Ms, bl.LoadedRTT.P99Ms, bl.DirectFloorMs, bl.ControllerCPUs)
 	p("Ideal = RTT × writes / writes in flight + one watch hop = %.1f ms × %d / %d + %.1f ms = **%.0f ms**, with the round trip measured at the same number of writes in flight (%d = min(spokes, MaxConcurrentClusters) × WritesPerCluster).\n\n", bl.LoadedRTT.MeanMs, c.Writes, bl.LoadedInFlight, bl.WatchHop.P50Ms, c.IdealMs, bl.LoadedInFlight)
 	p("Measured (pool update issued → the last Machine and Node seen holding it through the spokes' watches): **%.0f ms = %.2f× ideal**.\n\n", c.ConvergenceMs, c.Ratio)
+	if pc := c.Propagation; pc != nil {
+		p("The controller's own histogram of the same wave (`hub_node_metadata_pool_propagation_seconds{delivery=\"immediate\"}`, the SLO's series: from the moment it saw each new pool generation to the moment its writes held on every targeted object) counted %d of the %d changes; its p99, computed as `histogram_quantile` does from the buckets' increase, is %.0f ms in the bucket %s, and the bench's p99 per pool (update issued → last object seen holding it) is %.0f ms in %s: %d buckets apart.\n\n",
+			pc.Observed, pc.Pools, pc.HistogramP99Ms, pc.HistogramBucket, pc.MeasuredP99Ms, pc.MeasuredBucket, pc.BucketsApart)
+	}
 	p("During the wave the controller process used %.2f s of CPU (%.2f ms per write), and its spoke requests waited %.1f s in all in the per-spoke rate limiters.\n\n", c.ControllerCPUs, 1000*safeDiv(c.ControllerCPUs, float64(c.Writes)), c.SpokeRateWaitS)
 	p("With the idle round trip instead (%.1f ms × %d / %d + %.1f ms = %.0f ms) the ratio is %.0f×. That ideal assumes %d writes proceed in parallel as fast as one does alone; here %d API servers and etcd share %s, so a write's round trip grows with the writes in flight (%.1f ms idle, %.1f ms mean at %d in flight) and the fleet's write throughput, not the controller, sets the pace. Only more cores (or spokes on their own machines, as in production) move that ideal.\n",
 		bl.PatchRTT.P50Ms, c.Writes, c.InFlight, bl.WatchHop.P50Ms, c.IdleIdealMs, c.IdleRatio, c.InFlight, r.Config.Spokes, r.Machine, bl.PatchRTT.P50Ms, bl.LoadedRTT.MeanMs, bl.LoadedInFlight)

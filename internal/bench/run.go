@@ -218,6 +218,9 @@ func (b *bench) main(ctx context.Context) error {
 	b.rep.Convergence = w1
 	b.rep.Growth = append(b.rep.Growth, Point{Dimension: "spokes", Wave: w1, Memory: memMain})
 	b.logf("convergence %d×%.0f: %.0f ms (ideal %.0f ms, %.2f×), %.2f requests/object", w1.Spokes, w1.NodesPerSpoke, w1.ConvergenceMs, w1.IdealMs, w1.Ratio, w1.PerObject)
+	if pc := w1.Propagation; pc != nil {
+		b.logf("convergence: propagation histogram p99 %.0f ms %s, bench p99 %.0f ms %s, %d of %d changes counted", pc.HistogramP99Ms, pc.HistogramBucket, pc.MeasuredP99Ms, pc.MeasuredBucket, pc.Observed, pc.Pools)
+	}
 
 	// 5: isolation.
 	if nDeg == 0 {

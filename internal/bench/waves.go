@@ -258,6 +258,7 @@ func (b *bench) runWave(ctx context.Context, proc *controllerProc, changed, meas
 	if w.Drifted > 0 {
 		w.PerObject = float64(w.AuditPatches) / float64(w.Drifted)
 	}
+	w.Propagation = propagationCheck(before, after, w.PerSpokeMs)
 	b.ideal(&w)
 	return w, nil
 }

@@ -49,6 +49,8 @@ type Metrics struct {
 	WriteOutages prometheus.Gauge
 	// OutageProbes: write_outage_probes_total, the probes sent.
 	OutageProbes prometheus.Counter
+	// Propagation: pool_propagation_seconds{delivery} (propagation.go).
+	Propagation *prometheus.HistogramVec
 
 	mu     sync.Mutex
 	states map[string]string // cluster -> state
@@ -92,7 +94,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Clusters whose last writes all failed transiently (a failing admission webhook, an API server answering writes with 5xx); each is probed with one write every --outage-probe-interval until one goes through."}),
 		OutageProbes: prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "write_outage_probes_total",
 			Help: "Probes sent to clusters in a write outage: one object written while the others wait."}),
-		states: map[string]string{},
+		Propagation: newPropagation(),
+		states:      map[string]string{},
 	}
 	m.Clusters = register(reg, m.Clusters)
 	m.ClusterState = register(reg, m.ClusterState)
@@ -111,6 +114,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.HeapReleases = register(reg, m.HeapReleases)
 	m.WriteOutages = register(reg, m.WriteOutages)
 	m.OutageProbes = register(reg, m.OutageProbes)
+	m.Propagation = register(reg, m.Propagation)
+	for _, d := range []string{DeliveryImmediate, DeliveryPaced} {
+		m.Propagation.WithLabelValues(d) // present from the start, so that rate() sees the first change
+	}
 	for _, s := range allStates {
 		m.Clusters.WithLabelValues(s).Set(0)
 	}

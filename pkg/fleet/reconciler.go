@@ -95,9 +95,11 @@ type Reconciler struct {
 	pacer     *pacer
 	nodes     *nodeMemory
 	outages   *outageTracker
-	mu        gosync.Mutex
-	lastPools map[string]map[string]bool // cluster -> pool names with series
-	lastConn  map[string]remote.Reason   // cluster -> last connection reason seen
+	// propagation times pool changes for pool_propagation_seconds.
+	propagation *propagationClock
+	mu          gosync.Mutex
+	lastPools   map[string]map[string]bool // cluster -> pool names with series
+	lastConn    map[string]remote.Reason   // cluster -> last connection reason seen
 	// written is the last status this controller wrote per pool (namespace/name),
 	// with the resourceVersion the write returned: the cache may not show it yet.
 	written map[string]writtenStatus
@@ -118,6 +120,9 @@ func (r *Reconciler) init() {
 	}
 	if r.outages == nil {
 		r.outages = newOutageTracker(r.Opts.OutageProbeInterval)
+	}
+	if r.propagation == nil {
+		r.propagation = newPropagationClock()
 	}
 	if r.lastPools == nil {
 		r.lastPools = map[string]map[string]bool{}
@@ -152,6 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 
+	r.noteMissedChanges(ctx, pools, start)
 	res, state, syncErr := r.syncCluster(ctx, cd, pools)
 	r.report(ctx, cd, pools, res, state)
 	result := "ok"
@@ -751,6 +757,47 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 		if !seen[p] {
 			r.Metrics.ForgetPool(ck, p)
 			r.pacer.forgetPool(ck, p)
+			r.propagation.forget(cd.Namespace + "/" + p)
+		}
+	}
+}
+
+// SawPoolChange starts the propagation clock of a pool whose generation
+// moved, at the moment its update event arrives (setup.go's pool handler).
+func (r *Reconciler) SawPoolChange(mp client.Object, at time.Time) {
+	if r.Opts.DryRun {
+		return // a dry run delivers nothing to time
+	}
+	r.propagation.seen(mp.GetNamespace()+"/"+mp.GetName(), mp.GetGeneration(), at)
+}
+
+// noteMissedChanges starts the propagation clock, at the start of this sync,
+// of pools changed while no replica watched (a restart, a failover): their
+// MachinePoolSync names an older generation. New pools have none and are
+// not timed.
+func (r *Reconciler) noteMissedChanges(ctx context.Context, pools []hivev1.MachinePool, at time.Time) {
+	if r.Opts.DryRun {
+		return
+	}
+	for i := range pools {
+		mp := &pools[i]
+		key := mp.Namespace + "/" + mp.Name
+		if r.propagation.timing(key, mp.Generation) {
+			continue
+		}
+		r.mu.Lock()
+		last, ok := r.written[key]
+		r.mu.Unlock()
+		observed := last.status.ObservedGeneration
+		if !ok {
+			cur := &v1alpha1.MachinePoolSync{}
+			if err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur); err != nil {
+				continue // none yet (a new pool), or unreadable: nothing to time
+			}
+			observed = cur.Status.ObservedGeneration
+		}
+		if observed > 0 && observed < mp.Generation {
+			r.propagation.seen(key, mp.Generation, at)
 		}
 	}
 }
@@ -789,6 +836,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		old = last.status
 	}
 	st.Conditions = Conditions(st, old.Conditions, now)
+	r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 	if !created && !changed && sameSummary(old, st) {
 		return false, nil
 	}
@@ -868,6 +916,7 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.denials.forget(ck)
 	r.pacer.forget(ck)
 	r.nodes.forget(ck)
+	r.propagation.forget(key.Namespace + "/")
 	if r.outages.forget(ck) {
 		r.Metrics.WriteOutages.Dec()
 	}

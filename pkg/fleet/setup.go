@@ -335,6 +335,20 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: mp.Namespace, Name: mp.Spec.ClusterDeploymentRef.Name}}}
 	})
 
+	// A pool whose generation moves starts its propagation clock as its
+	// event arrives, before it waits in the queue.
+	poolEvents := handler.Funcs{
+		CreateFunc: poolToCluster.Create,
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				r.SawPoolChange(e.ObjectNew, time.Now())
+			}
+			poolToCluster.Update(ctx, e, q)
+		},
+		DeleteFunc:  poolToCluster.Delete,
+		GenericFunc: poolToCluster.Generic,
+	}
+
 	// A kubeconfig Secret that is created, rotated, fixed or deleted brings its
 	// clusters back at once (Ensure then reads it only if its resourceVersion moved).
 	hubCache := mgr.GetCache()
@@ -363,7 +377,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("fleet").
 		For(&hivev1.ClusterDeployment{}, builder.WithPredicates(cdShard, clusterDeploymentChanged())).
-		Watches(&hivev1.MachinePool{}, poolToCluster, builder.WithPredicates(poolShard, poolChanged())).
+		Watches(&hivev1.MachinePool{}, poolEvents, builder.WithPredicates(poolShard, poolChanged())).
 		WatchesMetadata(&corev1.Secret{}, secretToClusters).
 		WatchesRawSource(spokeEvents).
 		// One fleet controller per manager; tests run several managers in one process.

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func statusHub(patches *int, get func(context.Context, client.WithWatch, client.
 				return c.SubResource(sub).Patch(ctx, obj, p, o...)
 			},
 		}).Build()
-	r := &Reconciler{Hub: hub}
+	r := &Reconciler{Hub: hub, Metrics: NewMetrics(prometheus.NewRegistry())}
 	r.init()
 	mp := &hivev1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-infra", UID: "u"},
 		Spec: hivev1.MachinePoolSpec{ClusterDeploymentRef: corev1.LocalObjectReference{Name: "c"}, Name: "infra"}}

@@ -1,0 +1,118 @@
+package fleet
+
+import (
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+)
+
+// Delivery values of hub_node_metadata_pool_propagation_seconds.
+const (
+	// DeliveryImmediate: everything of the change but paced NoExecute
+	// taints holds on every targeted Machine and Node.
+	DeliveryImmediate = "immediate"
+	// DeliveryPaced: a change's paced NoExecute rollout has reached every
+	// Node, so the whole change holds. A two-hour rollout is its pacing, not
+	// a slow controller: the SLO reads DeliveryImmediate only.
+	DeliveryPaced = "paced"
+)
+
+// propagationBuckets run from 50 ms to an hour, with 60 s (the SLO's
+// threshold) among them.
+var propagationBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+func newPropagation() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricPrefix + "pool_propagation_seconds",
+		Help: "From the moment the controller saw a new MachinePool generation (a spec change of an existing pool) to the moment every targeted Machine and Node holds it; " +
+			"delivery=immediate for everything but paced NoExecute taints, delivery=paced when a paced rollout of the change ends.",
+		Buckets: propagationBuckets}, []string{"delivery"})
+}
+
+// propagationClock times pool changes from the moment the controller sees
+// a new generation to the moment the pool's status says it holds. A change
+// is seen in a MachinePool update event that moves its generation, or, for
+// a change made while no replica watched (a restart, a failover), at the
+// first sync that finds the pool's MachinePoolSync behind its generation.
+// A new pool is no change: its Machines are provisioned, not updated, and
+// how long that takes is not the controller's. Dry runs deliver nothing.
+type propagationClock struct {
+	mu      gosync.Mutex
+	pending map[string]*pendingChange // MachinePool namespace/name
+}
+
+type pendingChange struct {
+	generation int64
+	since      time.Time
+	// immediate: the change's immediate part was observed; what remains is
+	// its paced rollout.
+	immediate bool
+}
+
+func newPropagationClock() *propagationClock {
+	return &propagationClock{pending: map[string]*pendingChange{}}
+}
+
+// seen starts the clock of generation gen of a pool at t, unless that
+// generation (or a newer one) is already timed. A newer generation
+// replaces an older one still in flight: each change is timed from its
+// own sighting.
+func (p *propagationClock) seen(pool string, gen int64, t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.pending[pool]; ok && c.generation >= gen {
+		return
+	}
+	p.pending[pool] = &pendingChange{generation: gen, since: t}
+}
+
+// timing reports whether generation gen of a pool (or a newer one) is timed.
+func (p *propagationClock) timing(pool string, gen int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.pending[pool]
+	return ok && c.generation >= gen
+}
+
+// delivered reads a pool's new status: when it says the timed generation
+// holds (InSync), or holds but for a paced rollout (RollingOut), it
+// observes the time since the change was seen into h. A status for another
+// generation, or any other phase, leaves the clock running.
+func (p *propagationClock) delivered(pool string, st v1alpha1.MachinePoolSyncStatus, now time.Time, h *prometheus.HistogramVec) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.pending[pool]
+	if !ok || c.generation != st.ObservedGeneration {
+		return
+	}
+	took := now.Sub(c.since).Seconds()
+	switch st.Phase {
+	case v1alpha1.PhaseInSync:
+		delivery := DeliveryImmediate
+		if c.immediate {
+			delivery = DeliveryPaced
+		}
+		h.WithLabelValues(delivery).Observe(took)
+		delete(p.pending, pool)
+	case v1alpha1.PhaseRollingOut:
+		if !c.immediate {
+			c.immediate = true
+			h.WithLabelValues(DeliveryImmediate).Observe(took)
+		}
+	}
+}
+
+// forget drops a pool's clock (the pool is gone), or with a trailing "/"
+// every pool of a namespace.
+func (p *propagationClock) forget(prefix string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.pending {
+		if k == prefix || (strings.HasSuffix(prefix, "/") && strings.HasPrefix(k, prefix)) {
+			delete(p.pending, k)
+		}
+	}
+}
