@@ -355,7 +355,7 @@ func TestNoExecutePacingAcrossLeaderChangeAndRestart(t *testing.T) {
 	waitFor(t, "two batches", 2*pacedInterval, func() bool { return gpuTainted(ctx, s, "true") >= 2*pacedBatch })
 	m, _ := leader.scrape()
 	t.Logf("leader's pending metric: %s", metricLine(m, "hub_node_metadata_noexecute_pending_nodes"))
-	if !strings.Contains(m, fmt.Sprintf("hub_node_metadata_noexecute_pending_nodes{cluster=%q,pool=%q} ", s.Key().String(), s.Name+"-infra")) {
+	if !strings.Contains(m, fmt.Sprintf("hub_node_metadata_noexecute_pending_nodes{cluster=%q,pool=%q,reason=\"paced\"} ", s.Key().String(), s.Name+"-infra")) {
 		t.Errorf("the leader does not report the pool's pending Nodes")
 	}
 	kill(t, leader)

@@ -46,6 +46,8 @@ const (
 	ReasonWriteDenied              = "WriteDenied"              // Drifted: the spoke refused a write; retried every --denied-retry
 	ReasonContested                = "Contested"                // Contested: objects held after another writer kept undoing the pool
 	ReasonNoExecutePaced           = "NoExecutePaced"           // RollingOut: NoExecute taints wait for their batch
+	ReasonNodesNotReady            = "NodesNotReady"            // RollingOut: no new batch while tainted Nodes, or more than a batch of the pool's, are NotReady
+	ReasonOutsideWindow            = "OutsideWindow"            // RollingOut: no new batch until the pool's maintenance window opens
 	ReasonClusterDeploymentMissing = "ClusterDeploymentMissing" // Unreachable: the pool names a ClusterDeployment that does not exist
 )
 

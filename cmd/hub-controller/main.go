@@ -9,6 +9,9 @@ package main
 import (
 	"fmt"
 	"os"
+	// The IANA time zone database, for the noexecute-window annotation's
+	// timeZone: the image need not ship one.
+	_ "time/tzdata"
 
 	"github.com/openshift/hub-node-metadata/pkg/version"
 )

@@ -130,7 +130,7 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 	}
 	fmt.Printf("%s/%s: label restored after %s (other labels and taints untouched)\n", s2.Name, victim, time.Since(start).Round(time.Millisecond))
 
-	step("4. a NoExecute taint, paced: 1 Node at a time, 3 s apart (the pool's noexecute-batch and noexecute-interval annotations)")
+	step("4. a NoExecute taint, paced: 1 Node at a time, 3 s apart (the pool's noexecute-batch and noexecute-interval annotations);\n   the first Node it taints turns NotReady: the health gate holds the rollout until it is Ready again")
 	if err := pacedRollout(ctx, hub, f.Spokes()[0]); err != nil {
 		return err
 	}
@@ -172,7 +172,9 @@ func step(s string) { fmt.Printf("\n== %s\n", s) }
 
 // pacedRollout adds a NoExecute taint to a pool paced 1 Node every 3 s, with
 // a label in the same change, and prints the rollout as the pool's
-// MachinePoolSync reports it.
+// MachinePoolSync reports it. The first Node tainted turns NotReady (its
+// Ready condition set False, as kubelet would) for 8 s: the health gate
+// holds the next batch until it is Ready again.
 func pacedRollout(ctx context.Context, hub client.Client, s *localfleet.Spoke) error {
 	key := types.NamespacedName{Namespace: s.Name, Name: s.Name + "-workers"}
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -198,6 +200,9 @@ func pacedRollout(ctx context.Context, hub client.Client, s *localfleet.Spoke) e
 		return err
 	}
 	start, last := time.Now(), ""
+	var sickNode string
+	var sickSince time.Time
+	healed := false
 	return waitUntil(ctx, 2*time.Minute, func() bool {
 		st := &v1alpha1.MachinePoolSync{}
 		if hub.Get(ctx, key, st) != nil || st.Status.ObservedGeneration < mp.Generation {
@@ -213,7 +218,28 @@ func pacedRollout(ctx context.Context, hub client.Client, s *localfleet.Spoke) e
 				tainted++
 			}
 		}
-		line := fmt.Sprintf("%s: label on %d/%d Nodes, taint on %d/%d", st.Status.Phase, labelled, len(nodes), tainted, len(nodes))
+		switch {
+		case sickNode == "" && tainted == 1:
+			i := slices.IndexFunc(nodes, func(n corev1.Node) bool {
+				return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/dedicated" })
+			})
+			sickNode, sickSince = nodes[i].Name, time.Now()
+			if err := s.SetNodeReady(ctx, sickNode, corev1.ConditionFalse); err != nil {
+				fmt.Printf("   (could not set %s NotReady: %v)\n", sickNode, err)
+			} else {
+				fmt.Printf("  +%-8s %s turns NotReady\n", time.Since(start).Round(time.Millisecond), sickNode)
+			}
+		case sickNode != "" && !healed && time.Since(sickSince) > 8*time.Second:
+			healed = true
+			if err := s.SetNodeReady(ctx, sickNode, corev1.ConditionTrue); err == nil {
+				fmt.Printf("  +%-8s %s is Ready again\n", time.Since(start).Round(time.Millisecond), sickNode)
+			}
+		}
+		phase := st.Status.Phase
+		if st.Status.Reason != "" {
+			phase += "/" + st.Status.Reason
+		}
+		line := fmt.Sprintf("%s: label on %d/%d Nodes, taint on %d/%d", phase, labelled, len(nodes), tainted, len(nodes))
 		if r := st.Status.Rollout; r != nil && r.NextBatchTime != nil {
 			line += fmt.Sprintf("; status.rollout %s, next batch %s", r.Progress, r.NextBatchTime.UTC().Format("15:04:05"))
 		}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"golang.org/x/sync/errgroup"
@@ -35,6 +36,9 @@ type DriftRow struct {
 	// rollout has not brought to PendingNodes of its Nodes yet.
 	PendingNoExecute string `json:"pendingNoExecute,omitempty"`
 	PendingNodes     int    `json:"pendingNodes,omitempty"`
+	// PendingHeld says why no batch would start now: the health gate's
+	// NotReady Nodes, or when the pool's maintenance window next opens.
+	PendingHeld string `json:"pendingHeld,omitempty"`
 }
 
 // DriftReport reads every ClusterDeployment and MachinePool on the hub and
@@ -101,7 +105,7 @@ func driftOfCluster(ctx context.Context, dial func(context.Context, *hivev1.Clus
 				d.Unreachable(string(remote.ReasonOf(err)), err.Error())
 			} else {
 				targets := d.Targets(objs)
-				paced := d.Pace(targets, noNewBatch)
+				paced := d.Pace(targets, noNewBatch, time.Now())
 				results := make([][][]nmsync.Result, len(pools))
 				planner := &nmsync.Applier{DryRun: true}
 				for i := range pools {
@@ -158,7 +162,7 @@ func driftRow(pr PoolResult) DriftRow {
 	}
 	sort.Strings(row.Changes)
 	if ro := pr.Rollout; ro != nil && len(ro.Waiting) > 0 {
-		row.PendingNoExecute, row.PendingNodes = ro.TaintList(), len(ro.Waiting)
+		row.PendingNoExecute, row.PendingNodes, row.PendingHeld = ro.TaintList(), len(ro.Waiting), ro.Hold.Message
 	}
 	return row
 }
@@ -179,7 +183,11 @@ func WriteDrift(w io.Writer, rows []DriftRow, output string) error {
 		for _, r := range rows {
 			changes := strings.Join(r.Changes, "; ")
 			if r.PendingNoExecute != "" {
-				changes = strings.TrimSuffix(fmt.Sprintf("paced NoExecute %s pending on %d Node(s); %s", r.PendingNoExecute, r.PendingNodes, changes), "; ")
+				pending := fmt.Sprintf("paced NoExecute %s pending on %d Node(s)", r.PendingNoExecute, r.PendingNodes)
+				if r.PendingHeld != "" {
+					pending += " (" + r.PendingHeld + ")"
+				}
+				changes = strings.TrimSuffix(pending+"; "+changes, "; ")
 			}
 			if len(changes) > 120 {
 				changes = changes[:117] + "..."

@@ -14,6 +14,13 @@ import (
 // A cluster's and a pool's series are deleted when it goes.
 const metricPrefix = "hub_node_metadata_"
 
+// Reasons of hub_node_metadata_noexecute_pending_nodes.
+const (
+	pendingPaced         = "paced"
+	pendingNodesNotReady = "nodes_not_ready"
+	pendingOutsideWindow = "outside_window"
+)
+
 // Cluster states for hub_node_metadata_clusters.
 const (
 	StateInSync      = "in_sync"
@@ -41,7 +48,7 @@ type Metrics struct {
 	Refusals     *prometheus.CounterVec   // refusals_total{reason}
 	Contested    *prometheus.GaugeVec     // contested_objects{cluster,pool}
 	Denied       *prometheus.GaugeVec     // denied_objects{cluster,pool}
-	// NoExecutePending: noexecute_pending_nodes{cluster,pool}
+	// NoExecutePending: noexecute_pending_nodes{cluster,pool,reason}
 	NoExecutePending *prometheus.GaugeVec
 	HeapReleases     prometheus.Counter // heap_releases_total (heapReleaser)
 	// WriteOutages: clusters_in_write_outage, the clusters whose writes all
@@ -88,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Denied: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "denied_objects",
 			Help: "Objects of a pool whose patch the spoke denied (admission webhook, 400/403/422); retried every --denied-retry."}, []string{"cluster", "pool"}),
 		NoExecutePending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricPrefix + "noexecute_pending_nodes",
-			Help: "Nodes of a pool that a paced rollout of its new or changed NoExecute taints has not reached yet; no series when none waits."}, []string{"cluster", "pool"}),
+			Help: "Nodes of a pool that a paced rollout of its new or changed NoExecute taints has not reached yet, by why they wait: paced (their batch is not due yet), nodes_not_ready (the health gate holds the rollout), outside_window (the pool's maintenance window is closed); no series when none waits."}, []string{"cluster", "pool", "reason"}),
 		HeapReleases: newHeapReleases(),
 		WriteOutages: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + "clusters_in_write_outage",
 			Help: "Clusters whose last writes all failed transiently (a failing admission webhook, an API server answering writes with 5xx); each is probed with one write every --outage-probe-interval until one goes through."}),

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
@@ -27,8 +28,89 @@ type Rollout struct {
 	// yet done on the spoke (a write that failed, or a cache that lags).
 	Waiting, Started, Finishing []string
 	// NextBatch is when the next batch is due (zero in a dry run and the
-	// drift report, which start none).
+	// drift report, which start none); when a window holds it, when the
+	// window opens.
 	NextBatch time.Time
+	// Hold says why no new batch starts, whether or not one is due yet:
+	// Nodes that are not ready, or a closed maintenance window.
+	Hold Hold
+}
+
+// Hold is why a paced rollout starts no new batch (holdOf).
+type Hold struct {
+	// Reason is v1alpha1.ReasonNodesNotReady or ReasonOutsideWindow; empty
+	// when nothing holds the rollout.
+	Reason, Message string
+	// Nodes are the Nodes the health gate waits for.
+	Nodes []string
+	// Until is when the window opens (ReasonOutsideWindow).
+	Until time.Time
+}
+
+// maxNamed bounds the Nodes a hold's message names.
+const maxNamed = 5
+
+// holdOf is the rollout's health gate and maintenance window, judged on
+// the pool's Node objects alone (no pods are read):
+//   - outside the pool's window, no batch starts; the hold says when the
+//     next window opens;
+//   - no batch starts while a Node the rollout already tainted (Done or
+//     Started) is NotReady (Ready False or Unknown): the taint may be what
+//     made it so, or the Node is sick and evicting more pods now would
+//     compound it;
+//   - nor while more of the pool's Nodes than a batch are NotReady or
+//     unschedulable: a batch would take capacity a degraded pool lacks.
+//
+// Node events bring the cluster back as soon as a Node's readiness changes.
+func holdOf(p nmsync.Pacing, targets []nmsync.Target, progress []nmsync.Progress, batch int, now time.Time) Hold {
+	if w := p.Window; w != nil {
+		if open, next := w.Open(now); !open {
+			return Hold{Reason: v1alpha1.ReasonOutsideWindow, Until: next,
+				Message: fmt.Sprintf("held: outside the maintenance window; the next opens at %s", next.UTC().Format(time.RFC3339))}
+		}
+	}
+	var tainted, sick []string
+	for j, t := range targets {
+		if t.Node == nil || progress[j] == nmsync.ProgressExempt {
+			continue
+		}
+		notReady := !nodeReady(t.Node)
+		if notReady && (progress[j] == nmsync.ProgressDone || progress[j] == nmsync.ProgressStarted) {
+			tainted = append(tainted, t.Node.Name)
+		}
+		if notReady || t.Node.Spec.Unschedulable {
+			sick = append(sick, t.Node.Name)
+		}
+	}
+	switch {
+	case len(tainted) > 0:
+		return Hold{Reason: v1alpha1.ReasonNodesNotReady, Nodes: tainted,
+			Message: fmt.Sprintf("held: Node(s) already tainted by this rollout are NotReady: %s; the next batch waits until they are Ready", named(tainted))}
+	case len(sick) > batch:
+		return Hold{Reason: v1alpha1.ReasonNodesNotReady, Nodes: sick,
+			Message: fmt.Sprintf("held: %d of the pool's Nodes are NotReady or unschedulable, more than a batch (%d): %s; the next batch waits until no more than %d are", len(sick), batch, named(sick), batch)}
+	}
+	return Hold{}
+}
+
+// nodeReady reports whether a Node's Ready condition is not False or
+// Unknown. A Node without one (kubelet has not reported yet) has nothing
+// to judge it by, and counts as ready.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return true
+}
+
+// named lists names for a message, the first maxNamed of them.
+func named(names []string) string {
+	if len(names) <= maxNamed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxNamed], ", "), len(names)-maxNamed)
 }
 
 // Done counts the paced targets that hold the taints or are being written.
@@ -44,22 +126,22 @@ func (r *Rollout) TaintList() string {
 }
 
 // Gate says which targets of pool i are written in full this sync, given
-// each one's progress (which it may mark Started, for a batch in flight),
-// and when the next batch is due.
-type Gate func(i int, targets []nmsync.Target, progress []nmsync.Progress) (admit []bool, next time.Time)
+// each one's progress (which it may mark Started, for a batch in flight)
+// and what holds the rollout, and when the next batch is due.
+type Gate func(i int, targets []nmsync.Target, progress []nmsync.Progress, hold Hold) (admit []bool, next time.Time)
 
 // noNewBatch is the gate of a dry run and of the drift report: they finish
 // what was started, as the controller would, and start nothing.
-func noNewBatch(_ int, _ []nmsync.Target, progress []nmsync.Progress) ([]bool, time.Time) {
+func noNewBatch(_ int, _ []nmsync.Target, progress []nmsync.Progress, _ Hold) ([]bool, time.Time) {
 	return nmsync.Admit(progress, 0), time.Time{}
 }
 
 // Pace decides, for each pool to sync, the Desired each target is planned
 // with: the pool's own, or the pool's with its NoExecute taints deferred
 // where the rollout has not reached the target yet. It sets each paced
-// pool's Rollout. Everything but adding or changing a NoExecute taint is
-// planned at once.
-func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate) [][]nmsync.Desired {
+// pool's Rollout, with what holds it at now. Everything but adding or
+// changing a NoExecute taint is planned at once.
+func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate, now time.Time) [][]nmsync.Desired {
 	out := make([][]nmsync.Desired, len(targets))
 	for i, desired := range d.Desired {
 		if desired == nil {
@@ -91,8 +173,9 @@ func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate) [][]nmsync.Desired
 			}
 		}
 		ro.Batch = ro.Pacing.BatchSize(ro.Total)
+		ro.Hold = holdOf(ro.Pacing, targets[i], progress, ro.Batch, now)
 		read := slices.Clone(progress) // as read from the spoke; the gate marks batches in flight
-		admit, next := gate(i, targets[i], progress)
+		admit, next := gate(i, targets[i], progress, ro.Hold)
 		for j, t := range targets[i] {
 			out[i][j] = nmsync.PacedDesired(*desired, t, read[j], admit[j])
 			switch {
@@ -138,15 +221,20 @@ type paceState struct {
 	// follows at once (a new value, a taint added back) still waits the
 	// interval after this one's last batch.
 	done bool
+	// held is the hold last reported with an Event (reason and Nodes).
+	held string
 }
 
 func newPacer() *pacer { return &pacer{clusters: map[string]map[string]*paceState{}} }
 
 // gate is the live Gate of one sync of cluster ck at now.
 func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate {
-	return func(i int, targets []nmsync.Target, progress []nmsync.Progress) ([]bool, time.Time) {
+	return func(i int, targets []nmsync.Target, progress []nmsync.Progress, hold Hold) ([]bool, time.Time) {
 		pacing := d.Pacing[i]
 		if pacing.All {
+			if hold.Reason != "" {
+				return nmsync.Admit(progress, 0), hold.Until
+			}
 			return nmsync.Admit(progress, len(progress)), time.Time{}
 		}
 		taints := fmt.Sprint(nmsync.PacedTaints(*d.Desired[i]))
@@ -196,8 +284,11 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 			}
 			due = st.seen.Add(pacing.Interval)
 		}
+		if hold.Until.After(due) {
+			due = hold.Until // the window opens later
+		}
 		batch := 0
-		if !now.Before(due) {
+		if !now.Before(due) && hold.Reason == "" {
 			batch = pacing.BatchSize(paced)
 		}
 		admit := nmsync.Admit(progress, batch)
@@ -211,6 +302,24 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 	}
 }
 
+// noteHold records a pool's hold and reports whether it is news: a hold
+// that begins or changes, said once with an Event.
+func (p *pacer) noteHold(ck, pool string, h Hold) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.clusters[ck][pool]
+	if st == nil {
+		return false
+	}
+	key := ""
+	if h.Reason != "" {
+		key = h.Reason + ":" + strings.Join(h.Nodes, ",")
+	}
+	news := key != "" && key != st.held
+	st.held = key
+	return news
+}
+
 // finished marks a pool's rollout done once nothing waits, and reports
 // whether it was under way until now (for the closing Event).
 func (p *pacer) finished(ck, pool string) bool {
@@ -220,7 +329,7 @@ func (p *pacer) finished(ck, pool string) bool {
 	if st == nil || st.done {
 		return false
 	}
-	st.done, st.inFlight, st.seen = true, map[string]bool{}, time.Time{}
+	st.done, st.inFlight, st.seen, st.held = true, map[string]bool{}, time.Time{}, ""
 	return true
 }
 

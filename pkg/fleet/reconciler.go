@@ -54,7 +54,10 @@ const (
 	EventNoExecuteStarted = "NoExecuteRolloutStarted"
 	EventNoExecuteBatch   = "NoExecuteBatch"
 	EventNoExecuteDone    = "NoExecuteRolloutDone"
-	eventAction           = "Sync"
+	// EventNoExecuteHeld: the health gate or the maintenance window holds
+	// the next batch (said when the hold begins or changes).
+	EventNoExecuteHeld = "NoExecuteHeld"
+	eventAction        = "Sync"
 )
 
 // Field index: MachinePools by their ClusterDeployment's name.
@@ -331,15 +334,15 @@ type targetWork struct {
 func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, objs SpokeObjects) []*poolWork {
 	targets := d.Targets(objs)
 	r.nodes.sweep(ck)
-	gate := noNewBatch
+	gate, now := noNewBatch, time.Now()
 	if !r.Opts.DryRun {
 		names := make([]string, len(pools))
 		for i := range pools {
 			names[i] = pools[i].Name
 		}
-		gate = r.pacer.gate(ck, names, d, time.Now())
+		gate = r.pacer.gate(ck, names, d, now)
 	}
-	paced := d.Pace(targets, gate)
+	paced := d.Pace(targets, gate, now)
 	work := make([]*poolWork, len(pools))
 	for i := range pools {
 		if d.Desired[i] == nil {
@@ -514,6 +517,10 @@ func (r *Reconciler) reportRollout(mp *hivev1.MachinePool, ck string, ro *Rollou
 	reasons, messages := rolloutEvents(ro, ended)
 	for i, reason := range reasons {
 		r.Recorder.Eventf(mp, nil, corev1.EventTypeNormal, reason, eventAction, "%s", messages[i])
+	}
+	if ro != nil && r.pacer.noteHold(ck, mp.Name, ro.Hold) {
+		// Said when a hold begins or changes, not on every sync it lasts.
+		r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventNoExecuteHeld, eventAction, "%s: %s", ro.TaintList(), ro.Hold.Message)
 	}
 }
 
@@ -733,11 +740,20 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			logger.Info("pool synced", "pool", mp.Name, "patched", c.Patched, "drifted", c.Drifted, "requests", c.Requests, "conflicts", c.Conflicts, "dryRun", r.Opts.DryRun)
 		}
 		r.Metrics.Denied.WithLabelValues(ck, mp.Name).Set(float64(c.Denied))
+		pending := map[string]string{"cluster": ck, "pool": mp.Name}
 		if ro := pr.Rollout; ro != nil && len(ro.Waiting) > 0 {
-			r.Metrics.NoExecutePending.WithLabelValues(ck, mp.Name).Set(float64(len(ro.Waiting)))
+			why := pendingPaced
+			switch ro.Hold.Reason {
+			case v1alpha1.ReasonNodesNotReady:
+				why = pendingNodesNotReady
+			case v1alpha1.ReasonOutsideWindow:
+				why = pendingOutsideWindow
+			}
+			r.Metrics.NoExecutePending.DeletePartialMatch(pending) // the reason may have changed
+			r.Metrics.NoExecutePending.WithLabelValues(ck, mp.Name, why).Set(float64(len(ro.Waiting)))
 		} else {
 			// A series only while a rollout waits: a fleet at rest scrapes none.
-			r.Metrics.NoExecutePending.DeleteLabelValues(ck, mp.Name)
+			r.Metrics.NoExecutePending.DeletePartialMatch(pending)
 		}
 		if c.Transient > 0 && !pr.OutageReported {
 			// Denials have their own Event when they happen; objects held after

@@ -155,6 +155,10 @@ func Status(pr PoolResult) v1alpha1.MachinePoolSyncStatus {
 		// Not InSync: the pool is not delivered until the last batch.
 		st.Phase, st.Reason = v1alpha1.PhaseRollingOut, v1alpha1.ReasonNoExecutePaced
 		st.Message = fmt.Sprintf("%s reaches existing Nodes %s: %d/%d done", ro.TaintList(), ro.Pacing, ro.Done(), ro.Total)
+		if h := ro.Hold; h.Reason != "" {
+			st.Reason = h.Reason
+			st.Message = truncate(st.Message+"; "+h.Message, 1024)
+		}
 		if pr.DryRun {
 			st.Message = "dry run: " + st.Message
 		}

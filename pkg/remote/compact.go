@@ -20,7 +20,8 @@ import (
 // costs little hub memory:
 //
 //   - Node: name, uid, resourceVersion, labels, the kept annotations, deletionTimestamp,
-//     spec.taints and spec.providerID (status, images, conditions... are dropped);
+//     spec.taints, spec.providerID, and whether it is ready and schedulable (the rest of
+//     status, images, other conditions... are dropped);
 //   - Machine: the same plus ownerReferences, spec.metadata.labels, status.nodeRef's name and
 //     status.phase (providerSpec and providerStatus are dropped);
 //   - MachineSet: name, uid, resourceVersion, labels and deletionTimestamp.
@@ -33,6 +34,7 @@ func compact(obj any) (*record, error) {
 	case *corev1.Node:
 		r := compactMeta(&o.ObjectMeta, true, o.Spec.ProviderID)
 		r.taints = internTaints(o.Spec.Taints)
+		r.health = healthOf(o)
 		return r, nil
 	case *machinev1beta1.Machine:
 		r := compactMeta(&o.ObjectMeta, true, ptr.Deref(o.Spec.ProviderID, "")) // nil and "" mean the same to the planner

@@ -55,7 +55,25 @@ func TestCompact(t *testing.T) {
 					Name: "n1", UID: "uid", ResourceVersion: "7",
 					Labels: map[string]string{"l": "1"}, Annotations: kept, DeletionTimestamp: &now,
 				},
-				Spec: corev1.NodeSpec{Taints: taints, ProviderID: "aws:///i-1"},
+				Spec: corev1.NodeSpec{Taints: taints, ProviderID: "aws:///i-1", Unschedulable: true},
+			},
+		},
+		"node not ready": {
+			in: &corev1.Node{
+				ObjectMeta: fullMeta("", "n2"),
+				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+					{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue},
+					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown"},
+				}},
+			},
+			want: &corev1.Node{
+				TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "n2", UID: "uid", ResourceVersion: "7",
+					Labels: map[string]string{"l": "1"}, Annotations: kept, DeletionTimestamp: &now,
+				},
+				// What the health gate reads: Ready's status; the rest is dropped.
+				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}},
 			},
 		},
 		"machine": {
@@ -157,6 +175,12 @@ func TestSameContent(t *testing.T) {
 		"label added":                           {node("1", nil), node("2", map[string]string{"a": ""}), false},
 		"taint value changed": {node("1", nil, corev1.Taint{Key: "k", Value: "1", Effect: corev1.TaintEffectNoSchedule}),
 			node("2", nil, corev1.Taint{Key: "k", Value: "2", Effect: corev1.TaintEffectNoSchedule}), false},
+		"turned NotReady": {node("1", nil), func() *corev1.Node {
+			n := node("2", nil)
+			n.Status.Conditions[0].Status = corev1.ConditionFalse
+			return n
+		}(), false},
+		"cordoned": {node("1", nil), func() *corev1.Node { n := node("2", nil); n.Spec.Unschedulable = true; return n }(), false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -197,6 +197,7 @@ func (a *arena) copy(r *record) *record {
 	c.annotations = a.pairs(r.annotations)
 	c.deletion = r.deletion
 	c.taints = r.taints
+	c.health = r.health
 	if m := r.machine; m != nil {
 		a.machines = a.machines[:len(a.machines)+1]
 		cm := &a.machines[len(a.machines)-1]

@@ -422,6 +422,38 @@ type record struct {
 	deletion    *metav1.Time
 	taints      taintList      // Node spec.taints, Machine spec.taints
 	machine     *machineFields // Machine only: Nodes and MachineSets do not pay for these
+	health      nodeHealth     // Node only: readiness and spec.unschedulable, for the NoExecute health gate
+}
+
+// nodeHealth keeps what the NoExecute health gate reads of a Node: whether its Ready
+// condition is False or Unknown, and spec.unschedulable. A Node without a Ready condition
+// (one kubelet has not reported on yet) counts as ready: there is nothing to judge it by.
+// Only a change of these notifies: a status heartbeat that leaves them as they were does not.
+type nodeHealth uint8
+
+const (
+	healthReadyFalse nodeHealth = 1 << iota
+	healthReadyUnknown
+	healthUnschedulable
+)
+
+func healthOf(n *corev1.Node) nodeHealth {
+	var h nodeHealth
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		switch c.Status {
+		case corev1.ConditionFalse:
+			h |= healthReadyFalse
+		case corev1.ConditionUnknown:
+			h |= healthReadyUnknown
+		}
+	}
+	if n.Spec.Unschedulable {
+		h |= healthUnschedulable
+	}
+	return h
 }
 
 // setIdentity sets id and rv. id is allocated at its exact size: a string made from a byte
@@ -512,6 +544,7 @@ func (r *record) compare(old *record, share bool) (differs bool) {
 	differs = shareField(share, &r.annotations, old.annotations, r.annotations.equal(old.annotations)) || differs
 	differs = shareField(share, &r.deletion, old.deletion, eq(r.deletion, old.deletion)) || differs
 	differs = r.taints != old.taints || differs // a handle: nothing to share
+	differs = r.health != old.health || differs
 	return shareField(share, &r.machine, old.machine, r.machine.equal(old.machine)) || differs
 }
 
@@ -550,9 +583,15 @@ func (r *record) asNode() corev1.Node {
 	n := corev1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: gvkNode.GroupVersion().String(), Kind: gvkNode.Kind},
 		ObjectMeta: r.meta(""),
-		Spec:       corev1.NodeSpec{Taints: taintsOf(r.taints)},
+		Spec:       corev1.NodeSpec{Taints: taintsOf(r.taints), Unschedulable: r.health&healthUnschedulable != 0},
 	}
 	_, _, n.Spec.ProviderID, _ = r.identity()
+	switch {
+	case r.health&healthReadyFalse != 0:
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	case r.health&healthReadyUnknown != 0:
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+	}
 	return n
 }
 

@@ -27,6 +27,10 @@ const (
 	// AnnotationNoExecuteInterval is the wait after a batch is written
 	// before the next one: a duration ("2m", "30s"), or "all" (no pacing).
 	AnnotationNoExecuteInterval = KeyPrefix + "noexecute-interval"
+	// AnnotationNoExecuteWindow is a maintenance window for the pool's
+	// NoExecute batches: "schedule=<cron>; duration=<d>[; timeZone=<tz>]".
+	// Outside it no new batch starts (window.go).
+	AnnotationNoExecuteWindow = KeyPrefix + "noexecute-window"
 
 	// AnnotationOwnedLabels records the label keys this controller applied.
 	// On a Node: keys in metadata.labels. On a Machine: keys in

@@ -32,6 +32,8 @@ type Pacing struct {
 	// Count, if > 0, is the batch size; otherwise Percent of the pool's Nodes.
 	Count, Percent int
 	Interval       time.Duration
+	// Window, if set, is when batches may start (AnnotationNoExecuteWindow).
+	Window *Window
 }
 
 // DefaultPacing is the pacing of a pool without annotations.
@@ -52,14 +54,19 @@ func (p Pacing) BatchSize(nodes int) int {
 // String says the pacing for people: "2 Nodes every 5s", "10% of Nodes
 // every 2m0s", "all at once".
 func (p Pacing) String() string {
+	var s string
 	switch {
 	case p.All:
-		return "all at once"
+		s = "all at once"
 	case p.Count > 0:
-		return fmt.Sprintf("%d Node%s at a time every %s", p.Count, plural(p.Count), p.Interval)
+		s = fmt.Sprintf("%d Node%s at a time every %s", p.Count, plural(p.Count), p.Interval)
 	default:
-		return fmt.Sprintf("%d%% of Nodes (at least 1) at a time every %s", p.Percent, p.Interval)
+		s = fmt.Sprintf("%d%% of Nodes (at least 1) at a time every %s", p.Percent, p.Interval)
 	}
+	if p.Window != nil {
+		s += fmt.Sprintf(", batches starting only in the window %q", p.Window.Spec)
+	}
+	return s
 }
 
 // PacingFromAnnotations reads a MachinePool's pacing annotations over
@@ -100,6 +107,14 @@ func PacingFromAnnotations(annotations map[string]string) (Pacing, error) {
 			bad(AnnotationNoExecuteInterval, v, fmt.Sprintf("want a duration from 0s to %s (\"2m\", \"30s\") or \"all\"", MaxNoExecuteInterval))
 		} else {
 			p.Interval = d
+		}
+	}
+	if v, ok := annotations[AnnotationNoExecuteWindow]; ok {
+		w, err := ParseWindow(v)
+		if err != nil {
+			bad(AnnotationNoExecuteWindow, v, err.Error())
+		} else {
+			p.Window = w
 		}
 	}
 	if len(problems) > 0 {
