@@ -3,6 +3,8 @@ package int_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -238,10 +240,12 @@ func caseLabel(name string) string {
 	return strings.NewReplacer(" ", "-", "-", "-").Replace(name)
 }
 
-// Not parallel: it counts the goroutines and heap of the whole process, so it
-// runs before the parallel tests start (go test runs every sequential test
-// first), with nothing else in the process.
+// It counts the goroutines and heap of a whole process, so the cycles run in
+// a process of their own (runIsolated), beside the other tests.
 func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
+	if runIsolated(t) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := startFleet(t, ctx, 1)
@@ -389,4 +393,32 @@ func TestConnectListsThenWatchesEachKind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// isolatedEnv marks the test binary run again by runIsolated.
+const isolatedEnv = "HUB_NODE_METADATA_ISOLATED_TEST"
+
+// runIsolated runs the calling test alone in a process of its own (this
+// test binary again, for that test only) and reports whether it did: the
+// caller returns then, and its body runs in the child, where nothing else
+// shares the process's goroutines and heap. The parent runs in parallel with
+// the other tests.
+func runIsolated(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(isolatedEnv) != "" {
+		return false
+	}
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=10m")
+	cmd.Env = append(os.Environ(), isolatedEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "remote_test.go:") || strings.HasPrefix(l, "--- ") {
+			t.Log(l)
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s in a process of its own: %v\n%s", t.Name(), err, tail(string(out), 40))
+	}
+	return true
 }
