@@ -105,7 +105,7 @@ func driftOfCluster(ctx context.Context, dial func(context.Context, *hivev1.Clus
 				d.Unreachable(string(remote.ReasonOf(err)), err.Error())
 			} else {
 				targets := d.Targets(objs)
-				paced := d.Pace(targets, noNewBatch, time.Now())
+				paced := d.Pace(targets, d.noNewBatch(time.Now()))
 				results := make([][][]nmsync.Result, len(pools))
 				planner := &nmsync.Applier{DryRun: true}
 				for i := range pools {

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestHealthGateHoldsTheNextBatch(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	sync := func(p *pacer, at time.Time) *Rollout {
 		t.Helper()
-		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, at), at)[0])
+		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, at))[0])
 		return d.Results[0].Rollout
 	}
 	ro := sync(p, t0)
@@ -47,7 +48,7 @@ func TestHealthGateHoldsTheNextBatch(t *testing.T) {
 		t.Errorf("status of a held rollout: %s/%s %q", st.Phase, st.Reason, st.Message)
 	}
 	// The dry run and the drift report (which start no batch) say the same hold.
-	d.Pace([][]nmsync.Target{f.targets}, noNewBatch, t0.Add(2*time.Second))
+	d.Pace([][]nmsync.Target{f.targets}, d.noNewBatch(t0.Add(2*time.Second)))
 	if h := d.Results[0].Rollout.Hold; h.Reason != v1alpha1.ReasonNodesNotReady {
 		t.Errorf("dry run: hold %+v, want %s", h, v1alpha1.ReasonNodesNotReady)
 	}
@@ -90,15 +91,67 @@ func TestWindowHoldsBatches(t *testing.T) {
 		f := newRolloutFleet(2)
 		p := newPacer()
 		at := day.Add(90 * time.Minute) // 01:30, closed
-		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, at), at)[0])
+		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, at))[0])
 		ro := d.Results[0].Rollout
 		if len(ro.Started) != 0 || ro.Hold.Reason != v1alpha1.ReasonOutsideWindow || !ro.NextBatch.Equal(day.Add(2*time.Hour)) {
 			t.Errorf("%s at 01:30: %+v, want held until 02:00", pacing, ro)
 		}
 		at = day.Add(2*time.Hour + time.Minute) // 02:01, open
-		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, at), at)[0])
+		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, at))[0])
 		if ro = d.Results[0].Rollout; len(ro.Started) == 0 || ro.Hold.Reason != "" {
 			t.Errorf("%s at 02:01: %+v, want a batch", pacing, ro)
 		}
+	}
+}
+
+// A hold says the same on every sync: its status does not move (no hub
+// write per sync while it lasts), even before the first batch.
+func TestHoldStatusIsStable(t *testing.T) {
+	taint := corev1.Taint{Key: "example.com/drain", Value: "v", Effect: corev1.TaintEffectNoExecute}
+	d := rolloutDecision(nmsync.Pacing{Count: 1, Interval: time.Second}, taint)
+	f := newRolloutFleet(4)
+	setReady(f.targets[0].Node, corev1.ConditionFalse)
+	f.targets[1].Node.Spec.Unschedulable = true
+	p := newPacer()
+	t0 := time.Unix(1_000_000, 0)
+	var statuses []v1alpha1.MachinePoolSyncStatus
+	for _, at := range []time.Duration{0, 10 * time.Minute, time.Hour} {
+		d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(at)))
+		ro := d.Results[0].Rollout
+		if len(ro.Started) != 0 || ro.Hold.Reason != v1alpha1.ReasonNodesNotReady {
+			t.Fatalf("2 of 4 sick, batch 1: %+v", ro)
+		}
+		statuses = append(statuses, Status(PoolResult{Rollout: ro}))
+	}
+	for _, st := range statuses[1:] {
+		if !sameSummary(statuses[0], st) {
+			t.Errorf("a held rollout's status moved between syncs:\n%+v\n%+v", statuses[0].Rollout, st.Rollout)
+		}
+	}
+}
+
+// A Node already NotReady when the rollout starts (no more than a batch of
+// them) is taken last, and does not then hold the rollout it did not
+// sicken: the rollout ends.
+func TestSickNodeTakenLastDoesNotHoldTheRollout(t *testing.T) {
+	taint := corev1.Taint{Key: "example.com/drain", Value: "v", Effect: corev1.TaintEffectNoExecute}
+	d := rolloutDecision(nmsync.Pacing{Count: 1, Interval: time.Second}, taint)
+	f := newRolloutFleet(3)
+	setReady(f.targets[0].Node, corev1.ConditionUnknown) // m0, first by name
+	p := newPacer()
+	t0 := time.Unix(1_000_000, 0)
+	var order []string
+	for k := range 6 {
+		d.Results[0].Rollout = nil // each sync decides anew
+		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(time.Duration(k)*2*time.Second)))[0])
+		if ro := d.Results[0].Rollout; ro != nil {
+			order = append(order, ro.Started...)
+		}
+	}
+	if want := []string{"m1", "m2", "m0"}; !slices.Equal(order, want) {
+		t.Errorf("batches took %v, want %v (the NotReady Node last)", order, want)
+	}
+	if ro := d.Results[0].Rollout; ro != nil {
+		t.Errorf("the rollout did not end: %+v", ro)
 	}
 }

@@ -62,7 +62,11 @@ const maxNamed = 5
 //     unschedulable: a batch would take capacity a degraded pool lacks.
 //
 // Node events bring the cluster back as soon as a Node's readiness changes.
-func holdOf(p nmsync.Pacing, targets []nmsync.Target, progress []nmsync.Progress, batch int, now time.Time) Hold {
+//
+// excused are the Machines whose Node was already NotReady or cordoned when
+// a batch took it (the gate takes such Nodes last): their state is not the
+// rollout's doing, so they do not hold it.
+func holdOf(p nmsync.Pacing, targets []nmsync.Target, progress []nmsync.Progress, batch int, now time.Time, excused map[string]bool) Hold {
 	if w := p.Window; w != nil {
 		if open, next := w.Open(now); !open {
 			return Hold{Reason: v1alpha1.ReasonOutsideWindow, Until: next,
@@ -75,10 +79,10 @@ func holdOf(p nmsync.Pacing, targets []nmsync.Target, progress []nmsync.Progress
 			continue
 		}
 		notReady := !nodeReady(t.Node)
-		if notReady && (progress[j] == nmsync.ProgressDone || progress[j] == nmsync.ProgressStarted) {
+		if notReady && (progress[j] == nmsync.ProgressDone || progress[j] == nmsync.ProgressStarted) && !excused[t.Machine.Name] {
 			tainted = append(tainted, t.Node.Name)
 		}
-		if notReady || t.Node.Spec.Unschedulable {
+		if nodeSick(t.Node) {
 			sick = append(sick, t.Node.Name)
 		}
 	}
@@ -92,6 +96,9 @@ func holdOf(p nmsync.Pacing, targets []nmsync.Target, progress []nmsync.Progress
 	}
 	return Hold{}
 }
+
+// nodeSick reports whether a Node is NotReady or cordoned.
+func nodeSick(n *corev1.Node) bool { return !nodeReady(n) || n.Spec.Unschedulable }
 
 // nodeReady reports whether a Node's Ready condition is not False or
 // Unknown. A Node without one (kubelet has not reported yet) has nothing
@@ -126,22 +133,31 @@ func (r *Rollout) TaintList() string {
 }
 
 // Gate says which targets of pool i are written in full this sync, given
-// each one's progress (which it may mark Started, for a batch in flight)
-// and what holds the rollout, and when the next batch is due.
-type Gate func(i int, targets []nmsync.Target, progress []nmsync.Progress, hold Hold) (admit []bool, next time.Time)
+// each one's progress (which it may mark Started, for a batch in flight),
+// when the next batch is due, and what holds the rollout (holdOf).
+type Gate func(i int, targets []nmsync.Target, progress []nmsync.Progress) (admit []bool, next time.Time, hold Hold)
 
-// noNewBatch is the gate of a dry run and of the drift report: they finish
-// what was started, as the controller would, and start nothing.
-func noNewBatch(_ int, _ []nmsync.Target, progress []nmsync.Progress, _ Hold) ([]bool, time.Time) {
-	return nmsync.Admit(progress, 0), time.Time{}
+// noNewBatch is the gate of a dry run and of the drift report at now: they
+// finish what was started, as the controller would, start nothing, and say
+// what would hold a batch.
+func (d *Decision) noNewBatch(now time.Time) Gate {
+	return func(i int, targets []nmsync.Target, progress []nmsync.Progress) ([]bool, time.Time, Hold) {
+		paced := 0
+		for _, pr := range progress {
+			if pr != nmsync.ProgressExempt {
+				paced++
+			}
+		}
+		return nmsync.Admit(progress, 0), time.Time{}, holdOf(d.Pacing[i], targets, progress, d.Pacing[i].BatchSize(paced), now, nil)
+	}
 }
 
 // Pace decides, for each pool to sync, the Desired each target is planned
 // with: the pool's own, or the pool's with its NoExecute taints deferred
 // where the rollout has not reached the target yet. It sets each paced
-// pool's Rollout, with what holds it at now. Everything but adding or
-// changing a NoExecute taint is planned at once.
-func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate, now time.Time) [][]nmsync.Desired {
+// pool's Rollout, with what holds it. Everything but adding or changing a
+// NoExecute taint is planned at once.
+func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate) [][]nmsync.Desired {
 	out := make([][]nmsync.Desired, len(targets))
 	for i, desired := range d.Desired {
 		if desired == nil {
@@ -173,9 +189,9 @@ func (d *Decision) Pace(targets [][]nmsync.Target, gate Gate, now time.Time) [][
 			}
 		}
 		ro.Batch = ro.Pacing.BatchSize(ro.Total)
-		ro.Hold = holdOf(ro.Pacing, targets[i], progress, ro.Batch, now)
 		read := slices.Clone(progress) // as read from the spoke; the gate marks batches in flight
-		admit, next := gate(i, targets[i], progress, ro.Hold)
+		admit, next, hold := gate(i, targets[i], progress)
+		ro.Hold = hold
 		for j, t := range targets[i] {
 			out[i][j] = nmsync.PacedDesired(*desired, t, read[j], admit[j])
 			switch {
@@ -223,28 +239,41 @@ type paceState struct {
 	done bool
 	// held is the hold last reported with an Event (reason and Nodes).
 	held string
+	// admittedSick are the Machines of this rollout's batches whose Node was
+	// NotReady or cordoned when taken: their state is not the rollout's
+	// doing. Lost on a restart, after which such a Node holds the rollout
+	// until it is Ready (the safe side).
+	admittedSick map[string]bool
 }
 
 func newPacer() *pacer { return &pacer{clusters: map[string]map[string]*paceState{}} }
 
 // gate is the live Gate of one sync of cluster ck at now.
 func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate {
-	return func(i int, targets []nmsync.Target, progress []nmsync.Progress, hold Hold) ([]bool, time.Time) {
+	return func(i int, targets []nmsync.Target, progress []nmsync.Progress) ([]bool, time.Time, Hold) {
 		pacing := d.Pacing[i]
-		if pacing.All {
-			if hold.Reason != "" {
-				return nmsync.Admit(progress, 0), hold.Until
-			}
-			return nmsync.Admit(progress, len(progress)), time.Time{}
-		}
 		taints := fmt.Sprint(nmsync.PacedTaints(*d.Desired[i]))
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		st := p.clusters[ck][pools[i]]
+		var excused map[string]bool
+		if st != nil && st.taints == taints {
+			excused = st.admittedSick
+		}
+		if pacing.All {
+			hold := holdOf(pacing, targets, progress, max(len(progress), 1), now, excused)
+			if st == nil {
+				p.state(ck, pools[i], taints) // kept only to say a hold once (noteHold)
+			}
+			if hold.Reason != "" {
+				return nmsync.Admit(progress, 0), hold.Until, hold
+			}
+			return nmsync.Admit(progress, len(progress)), time.Time{}, hold
+		}
 		if st != nil && st.taints != taints {
 			// A new or changed spec: the rollout follows it. The interval after
 			// the last batch still holds.
-			st.taints, st.inFlight, st.seen = taints, map[string]bool{}, time.Time{}
+			st.taints, st.inFlight, st.seen, st.admittedSick = taints, map[string]bool{}, time.Time{}, nil
 		}
 		pending, paced, underWay := 0, 0, false
 		for j, pr := range progress {
@@ -261,15 +290,12 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 				paced++
 			}
 		}
+		hold := holdOf(pacing, targets, progress, pacing.BatchSize(paced), now, excused)
 		if pending == 0 {
-			return nmsync.Admit(progress, 0), time.Time{}
+			return nmsync.Admit(progress, 0), time.Time{}, hold
 		}
 		if st == nil {
-			st = &paceState{taints: taints, inFlight: map[string]bool{}}
-			if p.clusters[ck] == nil {
-				p.clusters[ck] = map[string]*paceState{}
-			}
-			p.clusters[ck][pools[i]] = st
+			st = p.state(ck, pools[i], taints)
 		}
 		st.done = false
 		due := now
@@ -284,22 +310,50 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 			}
 			due = st.seen.Add(pacing.Interval)
 		}
-		if hold.Until.After(due) {
+		switch {
+		case hold.Reason != "" && hold.Until.IsZero():
+			// Held by the health gate: no batch is due until the Nodes are
+			// Ready, and their watch events bring the cluster back then.
+			return nmsync.Admit(progress, 0), time.Time{}, hold
+		case hold.Until.After(due):
 			due = hold.Until // the window opens later
 		}
 		batch := 0
 		if !now.Before(due) && hold.Reason == "" {
 			batch = pacing.BatchSize(paced)
 		}
-		admit := nmsync.Admit(progress, batch)
+		// Ready, schedulable Nodes first: a sick one is taken only once no
+		// healthy one waits, and is remembered as such (excused).
+		healthy := make([]bool, len(targets))
+		for j, t := range targets {
+			healthy[j] = t.Node == nil || !nodeSick(t.Node)
+		}
+		admit := nmsync.AdmitPreferring(progress, batch, healthy)
 		for j, ok := range admit {
 			if ok && progress[j] == nmsync.ProgressPending {
-				st.inFlight[targets[j].Machine.Name] = true
+				name := targets[j].Machine.Name
+				st.inFlight[name] = true
+				if !healthy[j] {
+					if st.admittedSick == nil {
+						st.admittedSick = map[string]bool{}
+					}
+					st.admittedSick[name] = true
+				}
 				st.last, due = now, now.Add(pacing.Interval)
 			}
 		}
-		return admit, due
+		return admit, due, hold
 	}
+}
+
+// state makes the paceState of a pool's rollout of taints.
+func (p *pacer) state(ck, pool, taints string) *paceState {
+	st := &paceState{taints: taints, inFlight: map[string]bool{}}
+	if p.clusters[ck] == nil {
+		p.clusters[ck] = map[string]*paceState{}
+	}
+	p.clusters[ck][pool] = st
+	return st
 }
 
 // noteHold records a pool's hold and reports whether it is news: a hold
@@ -329,7 +383,7 @@ func (p *pacer) finished(ck, pool string) bool {
 	if st == nil || st.done {
 		return false
 	}
-	st.done, st.inFlight, st.seen, st.held = true, map[string]bool{}, time.Time{}, ""
+	st.done, st.inFlight, st.seen, st.held, st.admittedSick = true, map[string]bool{}, time.Time{}, "", nil
 	return true
 }
 

@@ -85,7 +85,7 @@ func checkRound(t *testing.T, d *Decision, paced [][]nmsync.Desired, t0 time.Tim
 func (f *rolloutFleet) play(t *testing.T, p *pacer, pacing nmsync.Pacing, t0 time.Time, want round, taints ...corev1.Taint) (*Decision, []nmsync.Desired) {
 	t.Helper()
 	d := rolloutDecision(pacing, taints...)
-	paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)), t0.Add(want.at))
+	paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(want.at)))
 	checkRound(t, d, paced, t0, want)
 	return d, paced[0]
 }
@@ -126,7 +126,7 @@ func TestPacedRollout(t *testing.T) {
 	t.Run("a restarted controller waits one interval", func(t *testing.T) {
 		f := newRolloutFleet(4)
 		d := rolloutDecision(pacing, gpu)
-		f.write(d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0), t0)[0])
+		f.write(d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0))[0])
 		p := newPacer() // the restart
 		for _, want := range []round{
 			{at: 1 * s, waiting: []string{"m2", "m3"}, next: 11 * s},
@@ -175,7 +175,7 @@ func TestPacedRollout(t *testing.T) {
 			f.write(paced)
 		}
 		d := rolloutDecision(pacing, gpu)
-		d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(2*s)), t0.Add(2*s))
+		d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0.Add(2*s)))
 		if d.Results[0].Rollout != nil || !p.finished("ns/c", "c-workers") {
 			t.Errorf("after every target is Done: rollout %+v, want none and the rollout finished", d.Results[0].Rollout)
 		}
@@ -189,14 +189,14 @@ func TestPacedRollout(t *testing.T) {
 			tg.Node.Spec.Taints = []corev1.Taint{base}
 		}
 		d := rolloutDecision(pacing, base, gpu)
-		paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0), t0)
+		paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0))
 		checkRound(t, d, paced, t0, round{started: []string{"m0", "m1"}, waiting: []string{"m2", "m3"}, next: 10 * s})
 	})
 
 	t.Run("a changed value follows the new spec, after the interval", func(t *testing.T) {
 		f, p := newRolloutFleet(3), newPacer()
 		d := rolloutDecision(pacing, gpu)
-		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0), t0)[0])
+		f.write(d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, t0))[0])
 		gpuB := gpu
 		gpuB.Value = "b"
 		for _, want := range []round{
@@ -211,21 +211,21 @@ func TestPacedRollout(t *testing.T) {
 	t.Run("all at once", func(t *testing.T) {
 		f := newRolloutFleet(3)
 		d := rolloutDecision(nmsync.Pacing{All: true}, gpu)
-		paced := d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0), t0)
+		paced := d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0))
 		checkRound(t, d, paced, t0, round{started: []string{"m0", "m1", "m2"}, next: -1})
 	})
 
 	t.Run("dry run and drift report start nothing", func(t *testing.T) {
 		f := newRolloutFleet(3)
 		d := rolloutDecision(pacing, gpu)
-		paced := d.Pace([][]nmsync.Target{f.targets}, noNewBatch, t0)
+		paced := d.Pace([][]nmsync.Target{f.targets}, d.noNewBatch(t0))
 		checkRound(t, d, paced, t0, round{waiting: []string{"m0", "m1", "m2"}, next: -1})
 	})
 
 	t.Run("no NoExecute taint: nothing paced", func(t *testing.T) {
 		f := newRolloutFleet(3)
 		d := rolloutDecision(pacing, corev1.Taint{Key: "gpu", Value: "a", Effect: corev1.TaintEffectNoSchedule})
-		paced := d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0), t0)
+		paced := d.Pace([][]nmsync.Target{f.targets}, newPacer().gate("ns/c", []string{"c-workers"}, d, t0))
 		checkRound(t, d, paced, t0, round{next: -1})
 	})
 }

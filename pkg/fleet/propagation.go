@@ -79,8 +79,9 @@ func (p *propagationClock) timing(pool string, gen int64) bool {
 
 // delivered reads a pool's new status: when it says the timed generation
 // holds (InSync), or holds but for a paced rollout (RollingOut), it
-// observes the time since the change was seen into h. A status for another
-// generation, or any other phase, leaves the clock running.
+// observes the time since the change was seen into h. Paused and
+// Unreachable restart the clock, Refused drops it; a status for another
+// generation, or any other phase, leaves it running.
 func (p *propagationClock) delivered(pool string, st v1alpha1.MachinePoolSyncStatus, now time.Time, h *prometheus.HistogramVec) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -102,6 +103,16 @@ func (p *propagationClock) delivered(pool string, st v1alpha1.MachinePoolSyncSta
 			c.immediate = true
 			h.WithLabelValues(DeliveryImmediate).Observe(took)
 		}
+	case v1alpha1.PhasePaused, v1alpha1.PhaseUnreachable:
+		// Time the controller cannot act (a paused pool or cluster, a spoke
+		// down or hibernating) is not its propagation: the clock starts
+		// again from the last sync that found it so. HubNodeMetadataClusterUnreachable
+		// covers that time.
+		c.since = now
+	case v1alpha1.PhaseRefused:
+		// Never delivered as it is: the fix is a new generation, timed from
+		// its own sighting.
+		delete(p.pending, pool)
 	}
 }
 

@@ -120,3 +120,25 @@ func TestPropagationObservedBySync(t *testing.T) {
 		t.Errorf("a dry run timed a change: %d observations", n)
 	}
 }
+
+// Time the controller cannot act is not counted; a refused change is never timed.
+func TestPropagationClockSkipsWhatTheControllerCannotDo(t *testing.T) {
+	h := newPropagation()
+	p := newPropagationClock()
+	t0 := time.Unix(1000, 0)
+	st := func(phase string) v1alpha1.MachinePoolSyncStatus {
+		return v1alpha1.MachinePoolSyncStatus{Phase: phase, ObservedGeneration: 2}
+	}
+	p.seen("ns/pool", 2, t0)
+	p.delivered("ns/pool", st(v1alpha1.PhaseUnreachable), t0.Add(time.Hour), h)
+	p.delivered("ns/pool", st(v1alpha1.PhasePaused), t0.Add(2*time.Hour), h)
+	p.delivered("ns/pool", st(v1alpha1.PhaseInSync), t0.Add(2*time.Hour+3*time.Second), h)
+	if n, sum := observed(t, h, DeliveryImmediate); n != 1 || sum != 3 {
+		t.Errorf("after 2 h unreachable and paused: %d observations, %v s; want 1 of 3 s", n, sum)
+	}
+	p.seen("ns/pool", 3, t0)
+	p.delivered("ns/pool", v1alpha1.MachinePoolSyncStatus{Phase: v1alpha1.PhaseRefused, ObservedGeneration: 3}, t0.Add(time.Second), h)
+	if p.timing("ns/pool", 3) {
+		t.Error("a refused generation is still timed")
+	}
+}

@@ -334,7 +334,8 @@ type targetWork struct {
 func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, objs SpokeObjects) []*poolWork {
 	targets := d.Targets(objs)
 	r.nodes.sweep(ck)
-	gate, now := noNewBatch, time.Now()
+	now := time.Now()
+	gate := d.noNewBatch(now)
 	if !r.Opts.DryRun {
 		names := make([]string, len(pools))
 		for i := range pools {
@@ -342,7 +343,7 @@ func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, ob
 		}
 		gate = r.pacer.gate(ck, names, d, now)
 	}
-	paced := d.Pace(targets, gate, now)
+	paced := d.Pace(targets, gate)
 	work := make([]*poolWork, len(pools))
 	for i := range pools {
 		if d.Desired[i] == nil {
@@ -749,7 +750,11 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			case v1alpha1.ReasonOutsideWindow:
 				why = pendingOutsideWindow
 			}
-			r.Metrics.NoExecutePending.DeletePartialMatch(pending) // the reason may have changed
+			for _, other := range []string{pendingPaced, pendingNodesNotReady, pendingOutsideWindow} {
+				if other != why { // the reason may have changed; the series stays if not
+					r.Metrics.NoExecutePending.DeleteLabelValues(ck, mp.Name, other)
+				}
+			}
 			r.Metrics.NoExecutePending.WithLabelValues(ck, mp.Name, why).Set(float64(len(ro.Waiting)))
 		} else {
 			// A series only while a rollout waits: a fleet at rest scrapes none.
@@ -852,8 +857,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		old = last.status
 	}
 	st.Conditions = Conditions(st, old.Conditions, now)
-	r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 	if !created && !changed && sameSummary(old, st) {
+		r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 		return false, nil
 	}
 	st.LastSyncTime = old.LastSyncTime
@@ -879,6 +884,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	r.mu.Lock()
 	r.written[key] = writtenStatus{status: cur.Status, resourceVersion: cur.ResourceVersion}
 	r.mu.Unlock()
+	// Timed once the status says it: a failed write leaves the clock running.
+	r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 	return true, nil
 }
 

@@ -244,6 +244,14 @@ func PacedDesired(d Desired, t Target, p Progress, taken bool) Desired {
 // restart is finished before the next begins and two never overlap. Pending
 // targets are taken in order (the caller's order: Machine name).
 func Admit(progress []Progress, batch int) []bool {
+	return AdmitPreferring(progress, batch, nil)
+}
+
+// AdmitPreferring is Admit taking the Pending targets that prefer marks
+// before the others (nil prefers none): the NoExecute health gate puts
+// ready, schedulable Nodes first, so that a sick Node is tainted only once
+// no healthy one waits.
+func AdmitPreferring(progress []Progress, batch int, prefer []bool) []bool {
 	admit := make([]bool, len(progress))
 	started := false
 	for i, p := range progress {
@@ -253,13 +261,15 @@ func Admit(progress []Progress, batch int) []bool {
 	if started {
 		return admit
 	}
-	for i, p := range progress {
-		if batch <= 0 {
-			break
-		}
-		if p == ProgressPending {
-			admit[i] = true
-			batch--
+	for _, preferred := range []bool{true, false} {
+		for i, p := range progress {
+			if batch <= 0 {
+				return admit
+			}
+			if p == ProgressPending && !admit[i] && (prefer != nil && prefer[i]) == preferred {
+				admit[i] = true
+				batch--
+			}
 		}
 	}
 	return admit

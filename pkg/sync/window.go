@@ -66,9 +66,17 @@ func ParseWindow(v string) (*Window, error) {
 	if strings.Contains(schedule, "TZ=") {
 		return nil, fmt.Errorf("schedule %q names a time zone: use timeZone=", schedule)
 	}
+	if strings.HasPrefix(schedule, "@every") {
+		// Counted from whenever it is asked, not from a fixed time: its
+		// openings would move with every sync.
+		return nil, fmt.Errorf("schedule %q: @every has no fixed times; use the five fields or @hourly, @daily, @weekly", schedule)
+	}
 	sched, err := cron.ParseStandard(schedule)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %q: %w", schedule, err)
+	}
+	if sched.Next(time.Now().In(w.Location)).IsZero() {
+		return nil, fmt.Errorf("schedule %q never fires (no such date)", schedule)
 	}
 	w.schedule = sched
 	d, err := time.ParseDuration(duration)
@@ -85,7 +93,7 @@ func (w *Window) Open(t time.Time) (open bool, change time.Time) {
 	t = t.In(w.Location)
 	// The first opening after t-Duration: at or before t, the window
 	// that opened then is still open at t.
-	if start := w.schedule.Next(t.Add(-w.Duration)); !start.After(t) {
+	if start := w.schedule.Next(t.Add(-w.Duration)); !start.IsZero() && !start.After(t) {
 		return true, start.Add(w.Duration)
 	}
 	return false, w.schedule.Next(t)

@@ -17,6 +17,8 @@ func TestParseWindow(t *testing.T) {
 		"schedule=0 2 * * *; duration=1h; timeZone=Mars/Base", // no such zone
 		"schedule=CRON_TZ=UTC 0 2 * * *; duration=1h",         // two places for a zone
 		"schedule=0 2 * * *; duration=1h; every=day",          // unknown key
+		"schedule=@every 2h; duration=1h",                     // no fixed times
+		"schedule=0 2 30 2 *; duration=1h",                    // 30 February never comes
 	} {
 		if w, err := ParseWindow(bad); err == nil {
 			t.Errorf("ParseWindow(%q) = %+v, want an error", bad, w)
