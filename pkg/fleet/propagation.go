@@ -69,14 +69,6 @@ func (p *propagationClock) seen(pool string, gen int64, t time.Time) {
 	p.pending[pool] = &pendingChange{generation: gen, since: t}
 }
 
-// timing reports whether generation gen of a pool (or a newer one) is timed.
-func (p *propagationClock) timing(pool string, gen int64) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c, ok := p.pending[pool]
-	return ok && c.generation >= gen
-}
-
 // delivered reads a pool's new status: when it says the timed generation
 // holds (InSync), or holds but for a paced rollout (RollingOut), it
 // observes the time since the change was seen into h. Paused and

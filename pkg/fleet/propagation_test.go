@@ -13,6 +13,14 @@ import (
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 )
 
+// timing reports whether generation gen of a pool (or a newer one) is timed.
+func (p *propagationClock) timing(pool string, gen int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.pending[pool]
+	return ok && c.generation >= gen
+}
+
 // observed returns a delivery's observation count and sum of seconds.
 func observed(t *testing.T, h *prometheus.HistogramVec, delivery string) (uint64, float64) {
 	t.Helper()

@@ -160,9 +160,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 
-	r.noteMissedChanges(ctx, pools, start)
 	res, state, syncErr := r.syncCluster(ctx, cd, pools)
-	r.report(ctx, cd, pools, res, state)
+	r.report(ctx, cd, pools, res, state, start)
 	result := "ok"
 	if syncErr != nil {
 		result = "error"
@@ -455,6 +454,7 @@ func (r *Reconciler) probe(ctx context.Context, work []*poolWork, appliers []*nm
 func (r *Reconciler) noteOutage(ctx context.Context, ck string, d *Decision, probe string) {
 	round := roundOf(d.Results, probe)
 	change, o := r.outages.record(ck, round)
+	r.Metrics.WriteOutages.Set(float64(r.outages.count()))
 	if probe != "" {
 		r.Metrics.OutageProbes.Inc()
 	}
@@ -464,10 +464,8 @@ func (r *Reconciler) noteOutage(ctx context.Context, ck string, d *Decision, pro
 	case outageNone:
 		return
 	case outageEntered:
-		r.Metrics.WriteOutages.Inc()
 		logger.Error(errors.New(o.cause), "write outage: every write to the spoke failed; writing one object at a time until one goes through", "probeInterval", r.Opts.OutageProbeInterval.String())
 	case outageLeft:
-		r.Metrics.WriteOutages.Dec()
 		why := "a write went through"
 		if round.Patched == 0 {
 			why = "nothing failing is left to write (in sync, denied, or not synced now)"
@@ -662,8 +660,9 @@ func (r *Reconciler) noteConnection(cd *hivev1.ClusterDeployment, st remote.Stat
 	}
 }
 
-// report writes the MachinePoolSync statuses, Events and metrics of a sync.
-func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, res []PoolResult, state string) {
+// report writes the MachinePoolSync statuses, Events and metrics of a sync
+// that began at start.
+func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, res []PoolResult, state string, start time.Time) {
 	logger := log.FromContext(ctx)
 	ck := clusterKey(cd.Namespace, cd.Name)
 	now := metav1.Now()
@@ -706,7 +705,7 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 		news := false
 		if !pr.KeepStatus {
 			var err error
-			if news, err = r.writeStatus(ctx, mp, st, c.Patched > 0, now); err != nil {
+			if news, err = r.writeStatus(ctx, mp, st, c.Patched > 0, now, start); err != nil {
 				logger.Error(err, "write MachinePoolSync", "pool", mp.Name)
 			}
 		}
@@ -792,42 +791,16 @@ func (r *Reconciler) SawPoolChange(mp client.Object, at time.Time) {
 	r.propagation.seen(mp.GetNamespace()+"/"+mp.GetName(), mp.GetGeneration(), at)
 }
 
-// noteMissedChanges starts the propagation clock, at the start of this sync,
-// of pools changed while no replica watched (a restart, a failover): their
-// MachinePoolSync names an older generation. New pools have none and are
-// not timed.
-func (r *Reconciler) noteMissedChanges(ctx context.Context, pools []hivev1.MachinePool, at time.Time) {
-	if r.Opts.DryRun {
-		return
-	}
-	for i := range pools {
-		mp := &pools[i]
-		key := mp.Namespace + "/" + mp.Name
-		if r.propagation.timing(key, mp.Generation) {
-			continue
-		}
-		r.mu.Lock()
-		last, ok := r.written[key]
-		r.mu.Unlock()
-		observed := last.status.ObservedGeneration
-		if !ok {
-			cur := &v1alpha1.MachinePoolSync{}
-			if err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur); err != nil {
-				continue // none yet (a new pool), or unreadable: nothing to time
-			}
-			observed = cur.Status.ObservedGeneration
-		}
-		if observed > 0 && observed < mp.Generation {
-			r.propagation.seen(key, mp.Generation, at)
-		}
-	}
-}
-
 // writeStatus creates or updates the pool's MachinePoolSync only when what it
 // says changes: a sync that finds the pool as its status describes it writes
 // nothing (freshness is the cluster_last_sync_timestamp_seconds metric). It
 // reports whether it wrote. The current status is read from the cache.
-func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time) (bool, error) {
+//
+// It also times pool changes (pool_propagation_seconds): one made while no
+// replica watched (a restart, a failover), which the status shows as an older
+// observedGeneration, counts as seen when this sync began (syncStart); and a
+// status that says a timed change holds is observed once it is written.
+func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time, syncStart time.Time) (bool, error) {
 	cur := &v1alpha1.MachinePoolSync{}
 	created := false
 	err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur)
@@ -855,6 +828,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		// The cache has not caught up with our last write yet: compare with what
 		// that write said, so a lagging cache costs no second write.
 		old = last.status
+	}
+	if !created && !r.Opts.DryRun && old.ObservedGeneration > 0 && old.ObservedGeneration < st.ObservedGeneration {
+		r.propagation.seen(key, st.ObservedGeneration, syncStart) // no-op when its update event was seen
 	}
 	st.Conditions = Conditions(st, old.Conditions, now)
 	if !created && !changed && sameSummary(old, st) {
@@ -920,7 +896,7 @@ func (r *Reconciler) reportOrphans(ctx context.Context, key types.NamespacedName
 		msg := fmt.Sprintf("spec.clusterDeploymentRef names ClusterDeployment %s, which does not exist", key)
 		st := Status(PoolResult{Cluster: key.String(), PoolName: mp.Spec.Name, Generation: mp.Generation,
 			Phase: v1alpha1.PhaseUnreachable, Reason: v1alpha1.ReasonClusterDeploymentMissing, Message: msg})
-		news, err := r.writeStatus(ctx, mp, st, false, now)
+		news, err := r.writeStatus(ctx, mp, st, false, now, now.Time)
 		if err != nil {
 			return err
 		}
@@ -940,9 +916,8 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.pacer.forget(ck)
 	r.nodes.forget(ck)
 	r.propagation.forget(key.Namespace + "/")
-	if r.outages.forget(ck) {
-		r.Metrics.WriteOutages.Dec()
-	}
+	r.outages.forget(ck)
+	r.Metrics.WriteOutages.Set(float64(r.outages.count()))
 	r.mu.Lock()
 	delete(r.lastPools, ck)
 	for k := range r.written {

@@ -68,7 +68,7 @@ func TestWriteStatusOnlyOnChange(t *testing.T) {
 		}(), false, metav1.NewTime(t0.Add(4 * time.Hour)), false, 2},
 	}
 	for _, tc := range tests {
-		news, err := r.writeStatus(ctx, mp, tc.st, tc.patched, tc.at)
+		news, err := r.writeStatus(ctx, mp, tc.st, tc.patched, tc.at, tc.at.Time)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -100,7 +100,7 @@ func TestWriteStatusLaggingCache(t *testing.T) {
 	})
 	ctx := context.Background()
 	st := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "infra", Phase: v1alpha1.PhaseUnreachable, Reason: "Timeout"}
-	if _, err := r.writeStatus(ctx, mp, st, false, metav1.Now()); err != nil {
+	if _, err := r.writeStatus(ctx, mp, st, false, metav1.Now(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	// The cache now shows the object as created, before its status was written.
@@ -110,12 +110,12 @@ func TestWriteStatusLaggingCache(t *testing.T) {
 	}
 	cached.Status, cached.ResourceVersion = v1alpha1.MachinePoolSyncStatus{}, "1"
 	stale = cached
-	news, err := r.writeStatus(ctx, mp, st, false, metav1.Now())
+	news, err := r.writeStatus(ctx, mp, st, false, metav1.Now(), time.Now())
 	if err != nil || news || patches != 0 {
 		t.Errorf("same status over a lagging cache: wrote=%v patches=%d err=%v, want no write", news, patches, err)
 	}
 	st.Phase, st.Reason = v1alpha1.PhaseInSync, ""
-	if news, err := r.writeStatus(ctx, mp, st, false, metav1.Now()); err != nil || !news || patches != 1 {
+	if news, err := r.writeStatus(ctx, mp, st, false, metav1.Now(), time.Now()); err != nil || !news || patches != 1 {
 		t.Errorf("a new status: wrote=%v patches=%d err=%v, want one patch", news, patches, err)
 	}
 }
