@@ -139,8 +139,7 @@ func TestKubectlWaitRecipe(t *testing.T) {
 	t.Logf("kubectl get machinepoolsyncs:\n%s", out)
 
 	// An edit while the controller is down.
-	_ = ctrl.cmd.Process.Kill()
-	_, _ = ctrl.cmd.Process.Wait()
+	kill(t, ctrl)
 	mp, err := s.UpdatePoolOnHub(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/edit"] = "1" })
 	if err != nil {
 		t.Fatal(err)
@@ -178,8 +177,8 @@ func TestKubectlWaitRecipe(t *testing.T) {
 	}
 	recipe = startRecipe(t, kubectl, admin, ns, pool)
 	took, err = recipe.result(t, 30*time.Second)
-	if err == nil || !strings.Contains(recipe.stderr.String(), "ReservedKey") {
-		t.Errorf("the recipe on a refused pool: %v, output %q; want a failure naming ReservedKey", err, recipe.stderr.String())
+	if err == nil || !strings.Contains(recipe.stderr.String(), "ReservedKey") || took > 10*time.Second {
+		t.Errorf("the recipe on a refused pool: %v after %s, output %q; want a failure naming ReservedKey within seconds", err, took, recipe.stderr.String())
 	}
 	t.Logf("the recipe failed %s after a refused edit: %s", took.Round(time.Millisecond), strings.TrimSpace(recipe.stderr.String()))
 	mps, err = poolSync(ctx, f.Hub.Client, s, "infra")

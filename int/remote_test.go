@@ -417,8 +417,8 @@ func runIsolated(t *testing.T) bool {
 			t.Log(l)
 		}
 	}
-	if err != nil {
-		t.Fatalf("%s in a process of its own: %v\n%s", t.Name(), err, tail(string(out), 40))
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()+" ") {
+		t.Fatalf("%s in a process of its own did not pass (%v)\n%s", t.Name(), err, tail(string(out), 40))
 	}
 	return true
 }

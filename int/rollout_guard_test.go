@@ -138,9 +138,14 @@ func TestNoExecuteRolloutGuards(t *testing.T) {
 			t.Errorf("%s: no %s Event", s.Name, fleet.EventNoExecuteHeld)
 		}
 	}
-	for _, r := range driftRows(t, ctx, f) {
-		want := map[string]string{sick.Key().String(): notReady, windowed.Key().String(): opens.Format(time.RFC3339)}[r.Cluster]
-		if r.PendingNoExecute == "" || !strings.Contains(r.PendingHeld, want) {
+	wantHeld := map[string]string{sick.Key().String(): notReady, windowed.Key().String(): opens.Format(time.RFC3339)}
+	rows := driftRows(t, ctx, f)
+	if len(rows) != len(wantHeld) {
+		t.Errorf("drift report: %d rows, want one per pool: %+v", len(rows), rows)
+	}
+	for _, r := range rows {
+		want, ok := wantHeld[r.Cluster]
+		if !ok || r.PendingNoExecute == "" || !strings.Contains(r.PendingHeld, want) {
 			t.Errorf("drift row %s: pending %q, held %q; want it to say %s", r.Cluster, r.PendingNoExecute, r.PendingHeld, want)
 		}
 	}
@@ -157,15 +162,16 @@ func TestNoExecuteRolloutGuards(t *testing.T) {
 	}
 
 	// Ready again: the next batch within a second.
+	ready := time.Now() // just before: the write cannot come earlier
 	if err := sick.SetNodeReady(ctx, notReady, corev1.ConditionTrue); err != nil {
 		t.Fatal(err)
 	}
-	ready := time.Now()
 	waitFor(t, "the next batch", 5*time.Second, func() bool { return gpuTainted(ctx, sick, "true") >= 4 })
-	if resumed := firstWriteAfter(t, ctx, sick, sickSkip, ready.Add(-time.Second)).Sub(ready); resumed > time.Second {
-		t.Errorf("the next batch came %s after the Node turned Ready, want within a second", resumed)
+	next := firstWriteAfter(t, ctx, sick, sickSkip, ready)
+	if resumed := next.Sub(ready); next.IsZero() || resumed > time.Second {
+		t.Errorf("the next batch's first write at %s, %s after the Node was set Ready; want one within a second", next.Format(time.RFC3339Nano), resumed)
 	} else {
-		t.Logf("the next batch came %s after the Node turned Ready", resumed)
+		t.Logf("the next batch came %s after the Node was set Ready", resumed)
 	}
 	waitFor(t, "the whole pool", 4*interval+5*time.Second, func() bool { return gpuTainted(ctx, sick, "true") == 6 })
 	waitInSync(t, ctx, f, sick, 10*time.Second)
