@@ -64,7 +64,7 @@ func versionAssetsDir(t *testing.T, minor string) string {
 		versionAssets[minor] = b
 	}
 	versionAssetsMu.Unlock()
-	return b.get(t, func() (string, error) { return localfleet.BuildControlPlane("../hack/controlplane.sh", minor) })
+	return b.get(t, func() (string, error) { return localfleet.BuildTool("../hack/controlplane.sh", minor) })
 }
 
 // startVersionFleet starts a hub of the newest version and one spoke of each

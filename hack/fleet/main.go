@@ -38,7 +38,7 @@ func main() {
 			if os.Getenv(localfleet.VersionAssetsEnv(v)) != "" {
 				continue
 			}
-			assets, err := localfleet.BuildControlPlane("hack/controlplane.sh", v)
+			assets, err := localfleet.BuildTool("hack/controlplane.sh", v)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "error:", err)
 				os.Exit(1)

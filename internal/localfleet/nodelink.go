@@ -29,14 +29,15 @@ type Nodelink struct {
 	done  chan struct{}
 }
 
-// BuildTool runs script (hack/nodelink.sh, hack/kubectl.sh: each builds its binary once
-// and then finds it in the cache) and returns the binary's path.
-func BuildTool(script string) (string, error) {
-	cmd := exec.Command(script)
+// BuildTool runs script with args (hack/nodelink.sh, hack/kubectl.sh,
+// hack/controlplane.sh 1.29: each builds its binary once and then finds it in
+// the cache) and returns the path it prints.
+func BuildTool(script string, args ...string) (string, error) {
+	cmd := exec.Command(script, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", script, err)
+		return "", fmt.Errorf("%s %s: %w", script, strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

@@ -30,23 +30,6 @@ func VersionAssetsEnv(minor string) string {
 	return "KUBEBUILDER_ASSETS_" + strings.ReplaceAll(minor, ".", "_")
 }
 
-// BuildControlPlane runs script (hack/controlplane.sh, which builds a
-// version's kube-apiserver once and then finds it in the cache) for a
-// Kubernetes minor ("" for the newest) and returns its folder.
-func BuildControlPlane(script, minor string) (string, error) {
-	var args []string
-	if minor != "" {
-		args = append(args, minor)
-	}
-	cmd := exec.Command(script, args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", script, minor, err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
 // apiServerBinary is one version's kube-apiserver.
 type apiServerBinary struct {
 	path string
