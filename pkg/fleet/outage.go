@@ -146,18 +146,13 @@ func (o *outageTracker) wait(cluster string) (time.Duration, bool) {
 	return max(out.sent.Add(o.interval).Sub(o.now()), 10*time.Millisecond), true
 }
 
-// forget drops a cluster's outage.
-func (o *outageTracker) forget(cluster string) {
+// forget drops a cluster's outage and reports whether it had one.
+func (o *outageTracker) forget(cluster string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	_, ok := o.clusters[cluster]
 	delete(o.clusters, cluster)
-}
-
-// count is how many clusters are in a write outage.
-func (o *outageTracker) count() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.clusters)
+	return ok
 }
 
 // targetRef is one target of a sync: work[pool].targets[target].

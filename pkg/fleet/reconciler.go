@@ -454,7 +454,6 @@ func (r *Reconciler) probe(ctx context.Context, work []*poolWork, appliers []*nm
 func (r *Reconciler) noteOutage(ctx context.Context, ck string, d *Decision, probe string) {
 	round := roundOf(d.Results, probe)
 	change, o := r.outages.record(ck, round)
-	r.Metrics.WriteOutages.Set(float64(r.outages.count()))
 	if probe != "" {
 		r.Metrics.OutageProbes.Inc()
 	}
@@ -464,8 +463,12 @@ func (r *Reconciler) noteOutage(ctx context.Context, ck string, d *Decision, pro
 	case outageNone:
 		return
 	case outageEntered:
+		// Inc and Dec, not the tracker's size: the gauge is shared by every
+		// reconciler of the process's registry (tests run several).
+		r.Metrics.WriteOutages.Inc()
 		logger.Error(errors.New(o.cause), "write outage: every write to the spoke failed; writing one object at a time until one goes through", "probeInterval", r.Opts.OutageProbeInterval.String())
 	case outageLeft:
+		r.Metrics.WriteOutages.Dec()
 		why := "a write went through"
 		if round.Patched == 0 {
 			why = "nothing failing is left to write (in sync, denied, or not synced now)"
@@ -916,8 +919,9 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.pacer.forget(ck)
 	r.nodes.forget(ck)
 	r.propagation.forget(key.Namespace + "/")
-	r.outages.forget(ck)
-	r.Metrics.WriteOutages.Set(float64(r.outages.count()))
+	if r.outages.forget(ck) {
+		r.Metrics.WriteOutages.Dec()
+	}
 	r.mu.Lock()
 	delete(r.lastPools, ck)
 	for k := range r.written {
