@@ -43,6 +43,7 @@ func TestBenchPipeline(t *testing.T) {
 	cfg.MemorySettle = 3 * time.Second
 	cfg.ControllerCommand = []string{bin, "controller"}
 	cfg.OutDir = t.TempDir()
+	cfg.APIServerGOGC = apiServerGOGC
 	if os.Getenv("TEST_VERBOSE_LOG") != "" {
 		cfg.Log = os.Stderr
 	}

@@ -118,6 +118,10 @@ type Config struct {
 	Log io.Writer
 	// FleetLog receives the API servers' output; nil discards it.
 	FleetLog io.Writer
+	// APIServerGOGC is the API servers' GOGC (localfleet.Options.APIServerGOGC):
+	// empty, they run as they ship. Set, the report notes it, since the spokes
+	// share the machine with the controller it measures.
+	APIServerGOGC string
 }
 
 // DefaultConfig is what `make bench` runs.

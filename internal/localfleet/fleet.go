@@ -2,6 +2,7 @@ package localfleet
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -70,6 +72,11 @@ type Options struct {
 	// laid over SpokeArgs (feature-gates lists are joined): for a flag or a gate that not every
 	// version knows, which would stop the others from starting ("unrecognized feature gate").
 	VersionSpokeArgs map[string]map[string]string
+	// APIServerGOGC, when set, is the GOGC of every API server (hub and spokes):
+	// "400" makes each start on about 15 % less CPU for about 110 MiB more memory,
+	// and serves the same API. Tests that start many fleets on a small machine
+	// set it; empty, the API servers run as they ship.
+	APIServerGOGC string
 }
 
 // Fleet is a hub and its spokes, each a real kube-apiserver. All of them
@@ -86,6 +93,7 @@ type Fleet struct {
 	mu       sync.Mutex
 	spokes   map[string]*Spoke
 	binaries map[string]*apiServerBinary // by minor ("1.29"), as binaryFor found them
+	wrappers map[string]string           // kube-apiserver path → apiServerPath's script
 }
 
 // Hub is the hub API server with Hive's CRDs installed.
@@ -129,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
 	if opts.StartConcurrency <= 0 {
 		opts.StartConcurrency = 4
 	}
-	f := &Fleet{opts: opts, spokes: map[string]*Spoke{}, binaries: map[string]*apiServerBinary{}}
+	f := &Fleet{opts: opts, spokes: map[string]*Spoke{}, binaries: map[string]*apiServerBinary{}, wrappers: map[string]string{}}
 	newest, err := probeAPIServer(opts.AssetsDir)
 	if err != nil {
 		return nil, err
@@ -287,8 +295,12 @@ func (f *Fleet) newAPIServer(name string, bin *apiServerBinary, extra map[string
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
+	path, err := f.apiServerPath(bin)
+	if err != nil {
+		return nil, err
+	}
 	s := &envtest.APIServer{
-		Path:         bin.path,
+		Path:         path,
 		CertDir:      certDir,
 		EtcdURL:      f.etcd.URL,
 		Out:          f.opts.Log,
@@ -304,6 +316,35 @@ func (f *Fleet) newAPIServer(name string, bin *apiServerBinary, extra map[string
 		args.Set(k, v)
 	}
 	return s, nil
+}
+
+// apiServerPath is bin's path, or with Options.APIServerGOGC a script in the
+// fleet's folder that runs bin with that GOGC (envtest passes the API server no
+// environment of its own). The script execs bin, so the process and its
+// command line are the API server's.
+func (f *Fleet) apiServerPath(bin *apiServerBinary) (string, error) {
+	if f.opts.APIServerGOGC == "" {
+		return bin.path, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if path := f.wrappers[bin.path]; path != "" {
+		return path, nil
+	}
+	if _, err := strconv.Atoi(f.opts.APIServerGOGC); err != nil && f.opts.APIServerGOGC != "off" {
+		return "", fmt.Errorf("APIServerGOGC %q: want a percentage or off", f.opts.APIServerGOGC)
+	}
+	dir := filepath.Join(f.dir, "bin-"+cmp.Or(bin.minorName(), "default"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kube-apiserver")
+	script := fmt.Sprintf("#!/bin/sh\nGOGC=%s exec %q \"$@\"\n", f.opts.APIServerGOGC, bin.path)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		return "", err
+	}
+	f.wrappers[bin.path] = path
+	return path, nil
 }
 
 // adminConfig provisions a system:masters user on s.
