@@ -61,10 +61,21 @@ test-unit: ## Unit tests (no API servers).
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 5000 executions) over the committed corpora.
-	@for target in $$(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' pkg | sed 's/func //' | sort -u); do \
-	  pkg=$$(grep -rlE "^func $$target\(" --include='*_test.go' pkg | head -1 | xargs dirname); \
-	  echo "fuzz $$target in ./$$pkg for $(FUZZTIME)"; \
-	  $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) ./$$pkg || exit 1; \
+	@# One fuzzing test binary per package (in .cache/fuzz), run once per target: `go test -fuzz`
+	@# would link it again for every target. Each run starts from the committed corpus alone, in
+	@# a fresh cache folder: go test's own cache keeps every input it ever found interesting, and
+	@# re-running them first grows each run's time without end. A failing input is written to
+	@# the package's testdata/fuzz, as with go test.
+	@mkdir -p .cache/fuzz
+	@for pkg in $$(grep -rlE '^func Fuzz[A-Za-z0-9_]*\(' --include='*_test.go' pkg | xargs -n1 dirname | sort -u); do \
+	  bin=$(CURDIR)/.cache/fuzz/$$(echo $$pkg | tr / _).test; \
+	  $(GO) test -c -fuzz=. -o $$bin ./$$pkg || exit 1; \
+	  cachedir=$$(mktemp -d); \
+	  for target in $$(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' $$pkg/*_test.go | sed 's/func //' | sort -u); do \
+	    echo "fuzz $$target in ./$$pkg for $(FUZZTIME)"; \
+	    (cd $$pkg && $$bin -test.run='^$$' -test.fuzz="^$$target$$" -test.fuzztime=$(FUZZTIME) -test.fuzzcachedir=$$cachedir) || { rm -rf $$cachedir; exit 1; }; \
+	  done; \
+	  rm -rf $$cachedir; \
 	done
 
 # The tests build the binary as it ships (without cgo) and run it; `build`

@@ -20,7 +20,7 @@ import (
 
 // protoWatchStream encodes events as kube-apiserver sends a protobuf watch: each a
 // metav1.WatchEvent in a frame behind its length, carrying its object in the protobuf envelope.
-func protoWatchStream(t *testing.T, codecs serializer.CodecFactory, events ...watch.Event) []byte {
+func protoWatchStream(t testing.TB, codecs serializer.CodecFactory, events ...watch.Event) []byte {
 	t.Helper()
 	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 	if !ok || info.StreamSerializer == nil {
