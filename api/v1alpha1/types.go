@@ -118,7 +118,7 @@ type MachinePoolSyncStatus struct {
 	// generation it judges, and its lastTransitionTime moves only when its
 	// status does. A Ready=True whose observedGeneration is below the pool's
 	// metadata.generation answers for an older spec: wait for the generation
-	// first (README, "Waiting for a pool change").
+	// first (README, "Conditions, and waiting for a pool change").
 	//
 	// +listType=map
 	// +listMapKey=type
