@@ -90,6 +90,8 @@ INT_PARALLEL ?= 6
 .PHONY: test-int
 test-int: build controlplane ## Integration tests on real API servers (builds the control planes first), INT_PARALLEL (6) at a time.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) KUBECTL="$$(hack/kubectl.sh)" $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...
+	@# The spoke cache's decoders on real API servers' answers (skipped by test-unit, which has no control plane).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote
 
 .PHONY: test
 test: verify test-unit fuzz test-int ## Everything: verify, unit, fuzz, integration.

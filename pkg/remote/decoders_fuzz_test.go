@@ -139,21 +139,21 @@ func FuzzDecodeNodeList(f *testing.F) {
 	})
 }
 
-// machineOf is what the cache keeps of a Machine the API machinery decoded whole: the fields
-// machineJSON names, as machineJSON.machine builds them.
+// machineOf is what the cache keeps of a Machine the API machinery decoded whole: the fields a
+// record reads, each as the API types hold it (the namespace is the one the cache watches), built
+// without machineJSON, so that a field machineJSON drops or mangles shows.
 func machineOf(m *machinev1beta1.Machine) *machinev1beta1.Machine {
-	var j machineJSON
-	md := &j.Metadata
-	md.Name, md.UID, md.ResourceVersion = m.Name, m.UID, m.ResourceVersion
-	md.Labels, md.Annotations, md.DeletionTimestamp, md.OwnerReferences = m.Labels, m.Annotations, m.DeletionTimestamp, m.OwnerReferences
-	j.Spec.Metadata.Labels, j.Spec.Taints, j.Spec.ProviderID = m.Spec.ObjectMeta.Labels, m.Spec.Taints, m.Spec.ProviderID
-	j.Status.Phase = m.Status.Phase
-	if m.Status.NodeRef != nil {
-		j.Status.NodeRef = &struct {
-			Name string `json:"name"`
-		}{Name: m.Status.NodeRef.Name}
+	out := &machinev1beta1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: MachineAPINamespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			Labels: m.Labels, Annotations: m.Annotations, DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: m.OwnerReferences},
+		Spec: machinev1beta1.MachineSpec{ObjectMeta: machinev1beta1.ObjectMeta{Labels: m.Spec.ObjectMeta.Labels},
+			Taints: m.Spec.Taints, ProviderID: m.Spec.ProviderID},
+		Status: machinev1beta1.MachineStatus{Phase: m.Status.Phase},
 	}
-	return j.machine()
+	if m.Status.NodeRef != nil {
+		out.Status.NodeRef = &corev1.ObjectReference{Kind: "Node", Name: m.Status.NodeRef.Name}
+	}
+	return out
 }
 
 const fuzzMachine = `{"kind":"Machine","apiVersion":"machine.openshift.io/v1beta1","metadata":{"name":"m1","namespace":"openshift-machine-api","uid":"u1","resourceVersion":"11","labels":{"a":"b"},"annotations":{"x":"y"},"ownerReferences":[{"apiVersion":"machine.openshift.io/v1beta1","kind":"MachineSet","name":"ms","uid":"ms1","controller":true}],"managedFields":[{"manager":"x","fieldsV1":{"f:metadata":{}}}]},"spec":{"metadata":{"labels":{"n":"1"}},"providerID":"aws:///i-1","providerSpec":{"value":{"ami":{"id":"ami-1"}}},"taints":[{"key":"k","value":"v","effect":"NoSchedule"}]},"status":{"phase":"Running","nodeRef":{"kind":"Node","name":"n1","uid":"nu"},"providerStatus":{"instanceId":"i-1"}}}`
