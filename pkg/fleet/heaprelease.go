@@ -122,7 +122,7 @@ var heapSamples = []rtmetrics.Sample{
 // once a burst is over it is mostly garbage in spans of its own. Without it, a burst's last
 // garbage (allocated after its last collection, which at rest is up to 2 minutes away) stayed
 // in the RSS until a collection freed it and the next tick saw it: 8.6 MiB of a 10-spoke
-// controller's RSS 45 s after its start, in a reduced bench run of 2026-11-26 before this.
+// controller's RSS 45 s after its start, measured without it.
 func readHeap() (free, allocated uint64) {
 	s := make([]rtmetrics.Sample, len(heapSamples))
 	copy(s, heapSamples)

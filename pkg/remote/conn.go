@@ -264,7 +264,7 @@ func (t *trackedConn) Read(p []byte) (int, error) { return t.recordReads.read(t.
 // buffer has room for; a read that brings part of the next record leaves too little room for
 // the record after it, and the buffer doubles. It never shrinks. A spoke connection's lists
 // arrive in full 16 KiB records, and its buffer grew to about 45 KiB (make bench's heap
-// profile at 2,000 clusters, 2026-11-25); read a record at a time it stops at 32 KiB, the
+// profile at 2,000 clusters); read a record at a time it stops at 32 KiB, the
 // doubling from 16 KiB that one full record needs. The parse only ever shortens a read, so a
 // byte stream that is not TLS records (a proxy's CONNECT answer) still reads correctly.
 type recordReads struct {

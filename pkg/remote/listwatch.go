@@ -44,15 +44,10 @@ const watchTimeoutMin = 5 * time.Minute
 // kind): a connect costs the spoke's API server less CPU this way, though it is 7 requests with
 // the probe, not 4. The API server writes a streaming list's objects one watch event at a time,
 // and converts each custom resource on its own (a MachineSet to PartialObjectMetadata, a Machine
-// to JSON). On a kube-apiserver 1.36 holding 40 Nodes, Machines and MachineSets, 500 connects
-// in a row by a test program (client-go's typed, dynamic and metadata clients asking what this
-// cache asks, not this code) cost it 9.1 ms of CPU each listed and 11.6 ms streamed (three runs
-// each). In reduced benchmark runs with the same flags (2,000 simulated clusters on 50 such
-// spokes), a restart took 46.2 s streamed and 41.1 s listed by this code (37.8 s listed by a
-// test build that forced the old fallback list path), the whole machine spending 89 s of CPU on
-// it streamed and 79 s listed (71 s in the test build). `make bench` of 2026-11-26 19:15 UTC:
-// 39.4 s, against 54.2 s streamed at 16:29. Kubernetes 1.33 turns the WatchList feature off by default,
-// so most spokes could not stream lists anyway.
+// to JSON): 9.1 ms of its CPU a connect listed, 11.6 ms streamed, on a kube-apiserver 1.36
+// holding 40 Nodes, Machines and MachineSets, and a shard's restart is faster listed
+// (docs/benchmark-notes.md has the runs). Kubernetes 1.33 turns the WatchList feature off by
+// default, so most spokes could not stream lists anyway.
 type kindLoop struct {
 	store   *kindStore
 	log     logr.Logger
