@@ -41,6 +41,7 @@ func TestBenchPipeline(t *testing.T) {
 	cfg.ControllerEnv = []string{"HTTP2_READ_IDLE_TIMEOUT_SECONDS=5", "HTTP2_PING_TIMEOUT_SECONDS=5"}
 	cfg.ConvergeTimeout = 2 * time.Minute
 	cfg.MemorySettle = 3 * time.Second
+	cfg.StartProfile = 3 * time.Second
 	cfg.ControllerCommand = []string{bin, "controller"}
 	cfg.OutDir = t.TempDir()
 	cfg.APIServerGOGC = apiServerGOGC
@@ -84,7 +85,7 @@ func TestBenchPipeline(t *testing.T) {
 		t.Errorf("restart: %+v", rs)
 	}
 	// The restart's CPU profiles, the controller's and a spoke API server's, are written.
-	for _, name := range []string{"controller-restart-cpu.pprof", "spoke-restart-cpu.pprof"} {
+	for _, name := range []string{"controller-first-start-cpu.pprof", "spoke-first-start-cpu.pprof", "controller-restart-cpu.pprof", "spoke-restart-cpu.pprof"} {
 		if fi, err := os.Stat(filepath.Join(cfg.OutDir, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -92,7 +93,8 @@ func TestBenchPipeline(t *testing.T) {
 	for name, c := range map[string]bench.RestartCase{"first start": rs.FirstStart, "restart": rs.Restart, "failover": rs.Failover} {
 		// At least the kubeconfig Secret of every cluster is read.
 		if c.InSync != 20 || c.Seconds <= 0 || c.PerCluster < 1 || c.Hub.ByVerb["get secrets"] < 20 ||
-			c.ControllerCPUS <= 0 || c.MachineBusyPct <= 0 || c.MachineBusyPct > 100 {
+			c.ControllerCPUS <= 0 || c.MachineBusyPct <= 0 || c.MachineBusyPct > 100 ||
+			c.HubCPUS <= 0 || c.APIServersCPUS <= c.HubCPUS {
 			t.Errorf("%s: %+v", name, c)
 		}
 	}

@@ -51,6 +51,9 @@ type Config struct {
 	// them), SimNodes Machines and Nodes each (0 skips the step).
 	SimClusters, SimRealSpokes, SimNodes int
 	SimTimeout                           time.Duration
+	// StartProfile is how long the first start and the restart run under the CPU profiler
+	// (the controller's and a spoke's); the step waits for it.
+	StartProfile time.Duration
 	// SimLargeRealSpokes, after the simulation's restarts, moves the simulated clusters onto
 	// this many of its real spokes, so that each cache holds the Nodes and Machines of
 	// SimClusters/SimLargeRealSpokes clusters, and checks that every cluster syncs under the Deployment's memory
@@ -133,7 +136,7 @@ func DefaultConfig() Config {
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100, 250}, GrowthNodesSpokes: 10,
-		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimRSSCapMiB: 6144,
+		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, StartProfile: 30 * time.Second, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimRSSCapMiB: 6144,
 		SimLargeRealSpokes: 20,
 		MaxRealSpokes:      50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,

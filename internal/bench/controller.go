@@ -589,6 +589,10 @@ func (b *bench) envOverrides() []string {
 type cpuMark struct {
 	proc        float64 // the process's CPU seconds (0 for no process): procCPUSeconds
 	busy, total float64 // all CPUs' seconds; idle and iowait are not busy
+	// servers and hub are the CPU seconds of every kube-apiserver on the machine (the fleet's:
+	// this benchmark starts them all) and of the hub's alone, each of those running at both
+	// ends of a span (none stops during one).
+	servers, hub map[int]float64
 }
 
 // markCPU reads the machine's CPU times and, when p is not nil, p's own (from procfs).
@@ -606,7 +610,39 @@ func markCPU(p *controllerProc) cpuMark {
 		m.total = c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
 		m.busy = m.total - c.Idle - c.Iowait
 	}
+	m.servers, m.hub = map[int]float64{}, map[int]float64{}
+	if procs, err := fs.AllProcs(); err == nil {
+		for _, pr := range procs {
+			if comm, err := pr.Comm(); err != nil || comm != "kube-apiserver" {
+				continue
+			}
+			st, err := pr.Stat()
+			if err != nil {
+				continue
+			}
+			m.servers[pr.PID] = st.CPUTime()
+			if args, err := pr.CmdLine(); err == nil && slices.Contains(args, "--etcd-prefix=/hub") {
+				m.hub[pr.PID] = st.CPUTime()
+			}
+		}
+	}
 	return m
+}
+
+// apiServers returns the CPU seconds the fleet's API servers, and the hub's alone, used from
+// m0 to m.
+func (m cpuMark) apiServers(m0 cpuMark) (all, hub float64) {
+	for pid, s := range m.servers {
+		if s0, ok := m0.servers[pid]; ok {
+			all += s - s0
+		}
+	}
+	for pid, s := range m.hub {
+		if s0, ok := m0.hub[pid]; ok {
+			hub += s - s0
+		}
+	}
+	return all, hub
 }
 
 // procCPUSeconds is the CPU time pid has used, all its threads (those that exited too), to

@@ -172,6 +172,10 @@ type RestartCase struct {
 	// servers and etcd share them).
 	ControllerCPUS float64 `json:"controllerCPUSeconds"`
 	MachineBusyPct float64 `json:"machineBusyPercent"`
+	// APIServersCPUS is the CPU time of all the fleet's API servers over the same span, and
+	// HubCPUS the hub's share of it: with the controller's, where the span's CPU went.
+	APIServersCPUS float64 `json:"apiServersCPUSeconds"`
+	HubCPUS        float64 `json:"hubAPIServerCPUSeconds"`
 	// Spoke is what the spokes' audit logs recorded of the hub's credential over the same
 	// span (the probes, lists and watches of the connects); SpokePerCluster
 	// is all of it per simulated cluster.
@@ -209,7 +213,10 @@ type Report struct {
 		Idle, Delay                                                                         string
 		// MemorySettle is how long a controller ran on, every cluster InSync, before its
 		// memory was measured (Config.MemorySettle).
-		MemorySettle                            string
+		MemorySettle string
+		// StartProfile is how long the first start and the restart ran under the CPU
+		// profiler (Config.StartProfile).
+		StartProfile                            string
 		GrowthSpokes, GrowthNodes               []int
 		GrowthNodesSpokes                       int
 		HubQPS                                  float64

@@ -110,6 +110,7 @@ func (b *bench) sim(ctx context.Context) {
 		return
 	}
 	defer proc.stop()
+	profiled := b.profileStart(proc, "first-start")
 	start = time.Now()
 	lastLog := time.Now()
 	wctx, stopWait := context.WithCancel(ctx)
@@ -127,6 +128,7 @@ func (b *bench) sim(ctx context.Context) {
 		}
 	})
 	cpuIn := markCPU(proc)
+	profiled()
 	s.InSync = got
 	s.AllInSyncS = inSyncAt.Sub(start).Seconds()
 	if capped {
@@ -163,6 +165,7 @@ func (b *bench) sim(ctx context.Context) {
 		}
 		rs.FirstStart.Seconds, rs.FirstStart.InSync = inSyncAt.Sub(proc.started).Seconds(), got
 		rs.FirstStart.ControllerCPUS, rs.FirstStart.MachineBusyPct = cpuIn.since(cpu0)
+		rs.FirstStart.APIServersCPUS, rs.FirstStart.HubCPUS = cpuIn.apiServers(cpu0)
 	} else {
 		rs.Skipped = fmt.Sprintf("the simulation reached only %d of %d InSync", got, n)
 	}
@@ -397,17 +400,8 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 		return err
 	}
 	defer leader.stop()
-	// Where the restart's CPU goes: profiles of its first 30 s, for `go tool pprof`: the
-	// controller's, and the spokes' side, one of the API servers the simulated clusters share.
-	controllerProfiled := b.inBackground("restart CPU profile", func() error {
-		return leader.saveProfile("profile?seconds=30", filepath.Join(b.outDir, "controller-restart-cpu.pprof"))
-	})
-	defer controllerProfiled()
-	if real := b.simSpokes(); len(real) > 0 {
-		defer b.inBackground("restart CPU profile of a spoke", func() error {
-			return saveAPIServerProfile(real[0], 30, filepath.Join(b.outDir, "spoke-restart-cpu.pprof"))
-		})()
-	}
+	profiled := b.profileStart(leader, "restart")
+	defer profiled()
 	got, inSyncAt, err := b.waitStateAt(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
 	cpuIn := markCPU(leader)
 	if err != nil && ctx.Err() != nil {
@@ -418,6 +412,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	}
 	rs.Restart.Seconds, rs.Restart.InSync = inSyncAt.Sub(leader.started).Seconds(), got
 	rs.Restart.ControllerCPUS, rs.Restart.MachineBusyPct = cpuIn.since(cpu0)
+	rs.Restart.APIServersCPUS, rs.Restart.HubCPUS = cpuIn.apiServers(cpu0)
 	b.logf("restart: %d InSync after %.1f s, %.2f hub requests per cluster", got, rs.Restart.Seconds, rs.Restart.PerCluster)
 
 	standby, err := b.startController(ctx, "sim-standby")
@@ -429,7 +424,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	if err := b.quiet(ctx, standby, 5*time.Second, 3*time.Second, 30*time.Second); err != nil {
 		return err
 	}
-	controllerProfiled() // before the kill, which would cut the profile short
+	profiled() // before the kill, which would cut the profile short
 	cpu0, spokes0 = markCPU(standby), b.markSpokeAudit()
 	killAt := time.Now()
 	if err := leader.kill(); err != nil {
@@ -448,6 +443,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	sb.Lease = 0 // the leader's renewals, as well as the standby's tries: not told apart
 	rs.Failover.Seconds, rs.Failover.InSync, rs.Failover.Standby = inSyncAt.Sub(killAt).Seconds(), got, &sb
 	rs.Failover.ControllerCPUS, rs.Failover.MachineBusyPct = cpuIn.since(cpu0)
+	rs.Failover.APIServersCPUS, rs.Failover.HubCPUS = cpuIn.apiServers(cpu0)
 	if t := b.hub.leaseTaken(killAt); !t.IsZero() { // the killed leader writes nothing after killAt
 		rs.Failover.LeaseTakeoverS = t.Sub(killAt).Seconds()
 	}
@@ -595,6 +591,24 @@ func saveAPIServerProfile(sp *localfleet.Spoke, seconds int, path string) error 
 
 // inBackground runs f in its own goroutine and returns a function that waits for it, once
 // however often it is called, and notes its error in the report under what.
+// profileStart profiles the first Config.StartProfile of a start (name: "first-start", "restart") in the
+// background, for `go tool pprof`: the controller's CPU (controller-<name>-cpu.pprof) and the
+// spokes' side, one of the API servers the simulated clusters share (spoke-<name>-cpu.pprof).
+// The returned func waits for both.
+func (b *bench) profileStart(proc *controllerProc, name string) func() {
+	seconds := max(1, int(b.cfg.StartProfile.Seconds()))
+	controller := b.inBackground(name+" CPU profile", func() error {
+		return proc.saveProfile(fmt.Sprintf("profile?seconds=%d", seconds), filepath.Join(b.outDir, "controller-"+name+"-cpu.pprof"))
+	})
+	spoke := func() {}
+	if real := b.simSpokes(); len(real) > 0 {
+		spoke = b.inBackground(name+" CPU profile of a spoke", func() error {
+			return saveAPIServerProfile(real[0], seconds, filepath.Join(b.outDir, "spoke-"+name+"-cpu.pprof"))
+		})
+	}
+	return func() { controller(); spoke() }
+}
+
 func (b *bench) inBackground(what string, f func() error) func() {
 	done := make(chan error, 1)
 	go func() { done <- f() }()
