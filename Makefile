@@ -89,9 +89,11 @@ INT_PARALLEL ?= 6
 
 .PHONY: test-int
 test-int: build controlplane ## Integration tests on real API servers (builds the control planes first), INT_PARALLEL (6) at a time.
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) KUBECTL="$$(hack/kubectl.sh)" $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...
-	@# The spoke cache's decoders on real API servers' answers (skipped by test-unit, which has no control plane).
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote
+	@# Beside them, the spoke cache's decoders on real API servers' answers (pkg/remote;
+	@# test-unit, which has no control plane, skips that test).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote & answers=$$!; \
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) KUBECTL="$$(hack/kubectl.sh)" $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...; rc=$$?; \
+	wait $$answers || rc=1; exit $$rc
 
 .PHONY: test
 test: verify test-unit fuzz test-int ## Everything: verify, unit, fuzz, integration.

@@ -44,7 +44,7 @@ func TestBenchPipeline(t *testing.T) {
 	cfg.StartProfile = 3 * time.Second
 	cfg.ControllerCommand = []string{bin, "controller"}
 	cfg.OutDir = t.TempDir()
-	cfg.APIServerGOGC = apiServerGOGC
+	cfg.ControlPlaneGOGC = controlPlaneGOGC
 	if os.Getenv("TEST_VERBOSE_LOG") != "" {
 		cfg.Log = os.Stderr
 	}

@@ -12,10 +12,11 @@ import (
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
-// apiServerGOGC is every test API server's GOGC: the integration tests start
-// about 170 API servers, whose starts are most of their CPU, and at 400 each
-// start takes about 15 % less of it (docs/tests.md).
-const apiServerGOGC = "400"
+// controlPlaneGOGC is the GOGC of every test fleet's etcd and API servers: the
+// integration tests start about 170 API servers and 50 etcds, whose starts are
+// most of their CPU, and at 400 each start takes about 15 % less of it
+// (docs/tests.md).
+const controlPlaneGOGC = "400"
 
 // startFleet starts a hub and n spokes with audit logs, stopped at cleanup.
 func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
@@ -26,7 +27,7 @@ func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 // startFleetWith is startFleet with options of the test's own (mutate may be nil).
 func startFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*localfleet.Options)) *localfleet.Fleet {
 	t.Helper()
-	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir(), APIServerGOGC: apiServerGOGC}
+	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir(), ControlPlaneGOGC: controlPlaneGOGC}
 	if mutate != nil {
 		mutate(&opts)
 	}

@@ -121,10 +121,10 @@ type Config struct {
 	Log io.Writer
 	// FleetLog receives the API servers' output; nil discards it.
 	FleetLog io.Writer
-	// APIServerGOGC is the API servers' GOGC (localfleet.Options.APIServerGOGC):
-	// empty, they run as they ship. Set, the report notes it, since the spokes
+	// ControlPlaneGOGC is the GOGC of etcd and the API servers
+	// (localfleet.Options.ControlPlaneGOGC): empty, they run as they ship. Set, the report notes it, since the spokes
 	// share the machine with the controller it measures.
-	APIServerGOGC string
+	ControlPlaneGOGC string
 }
 
 // DefaultConfig is what `make bench` runs.

@@ -108,10 +108,10 @@ func (b *bench) main(ctx context.Context) error {
 	cfg := b.cfg
 	b.logf("starting a hub and %d spokes (audit logs on)", cfg.Spokes)
 	start := time.Now()
-	if cfg.APIServerGOGC != "" {
-		b.rep.note("override: the API servers ran with GOGC=%s (less CPU to start, more memory); make bench runs them as they ship", cfg.APIServerGOGC)
+	if cfg.ControlPlaneGOGC != "" {
+		b.rep.note("override: etcd and the API servers ran with GOGC=%s (less CPU to start, more memory); make bench runs them as they ship", cfg.ControlPlaneGOGC)
 	}
-	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: cfg.Spokes, Audit: true, HubAuditUsers: []string{ctrlHubUser}, Log: cfg.FleetLog, APIServerGOGC: cfg.APIServerGOGC})
+	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: cfg.Spokes, Audit: true, HubAuditUsers: []string{ctrlHubUser}, Log: cfg.FleetLog, ControlPlaneGOGC: cfg.ControlPlaneGOGC})
 	if err != nil {
 		return fmt.Errorf("start fleet: %w", err)
 	}

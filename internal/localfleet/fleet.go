@@ -72,11 +72,11 @@ type Options struct {
 	// laid over SpokeArgs (feature-gates lists are joined): for a flag or a gate that not every
 	// version knows, which would stop the others from starting ("unrecognized feature gate").
 	VersionSpokeArgs map[string]map[string]string
-	// APIServerGOGC, when set, is the GOGC of every API server (hub and spokes):
-	// "400" makes each start on about 15 % less CPU for about 110 MiB more memory,
-	// and serves the same API. Tests that start many fleets on a small machine
-	// set it; empty, the API servers run as they ship.
-	APIServerGOGC string
+	// ControlPlaneGOGC, when set, is the GOGC of etcd and of every API server (hub and
+	// spokes): "400" makes an API server start on about 15 % less CPU for about 110 MiB
+	// more memory, and serves the same API. Tests that start many fleets on a small machine
+	// set it; empty, the control plane runs as it ships.
+	ControlPlaneGOGC string
 }
 
 // Fleet is a hub and its spokes, each a real kube-apiserver. All of them
@@ -93,7 +93,7 @@ type Fleet struct {
 	mu       sync.Mutex
 	spokes   map[string]*Spoke
 	binaries map[string]*apiServerBinary // by minor ("1.29"), as binaryFor found them
-	wrappers map[string]string           // kube-apiserver path → apiServerPath's script
+	wrappers map[string]string           // binary path → gogcPath's script
 }
 
 // Hub is the hub API server with Hive's CRDs installed.
@@ -168,8 +168,12 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
 		}
 	}()
 
+	etcdPath, err := f.gogcPath(filepath.Join(opts.AssetsDir, "etcd"), "")
+	if err != nil {
+		return nil, err
+	}
 	f.etcd = &envtest.Etcd{
-		Path:         filepath.Join(opts.AssetsDir, "etcd"),
+		Path:         etcdPath,
 		DataDir:      filepath.Join(f.dir, "etcd"),
 		Out:          opts.Log,
 		Err:          opts.Log,
@@ -295,7 +299,7 @@ func (f *Fleet) newAPIServer(name string, bin *apiServerBinary, extra map[string
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
-	path, err := f.apiServerPath(bin)
+	path, err := f.gogcPath(bin.path, bin.minorName())
 	if err != nil {
 		return nil, err
 	}
@@ -318,32 +322,32 @@ func (f *Fleet) newAPIServer(name string, bin *apiServerBinary, extra map[string
 	return s, nil
 }
 
-// apiServerPath is bin's path, or with Options.APIServerGOGC a script in the
-// fleet's folder that runs bin with that GOGC (envtest passes the API server no
-// environment of its own). The script execs bin, so the process and its
-// command line are the API server's.
-func (f *Fleet) apiServerPath(bin *apiServerBinary) (string, error) {
-	if f.opts.APIServerGOGC == "" {
-		return bin.path, nil
+// gogcPath is the path of a control plane binary (etcd, or the kube-apiserver of a minor), or
+// with Options.ControlPlaneGOGC a script in the fleet's folder that runs it with that GOGC
+// (envtest passes the processes it starts no environment of their own). The script execs the
+// binary, so the process and its command line are the binary's.
+func (f *Fleet) gogcPath(bin, minor string) (string, error) {
+	if f.opts.ControlPlaneGOGC == "" {
+		return bin, nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if path := f.wrappers[bin.path]; path != "" {
+	if path := f.wrappers[bin]; path != "" {
 		return path, nil
 	}
-	if _, err := strconv.Atoi(f.opts.APIServerGOGC); err != nil && f.opts.APIServerGOGC != "off" {
-		return "", fmt.Errorf("APIServerGOGC %q: want a percentage or off", f.opts.APIServerGOGC)
+	if _, err := strconv.Atoi(f.opts.ControlPlaneGOGC); err != nil && f.opts.ControlPlaneGOGC != "off" {
+		return "", fmt.Errorf("ControlPlaneGOGC %q: want a percentage or off", f.opts.ControlPlaneGOGC)
 	}
-	dir := filepath.Join(f.dir, "bin-"+cmp.Or(bin.minorName(), "default"))
+	dir := filepath.Join(f.dir, "bin-"+cmp.Or(minor, "default"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "kube-apiserver")
-	script := fmt.Sprintf("#!/bin/sh\nGOGC=%s exec %q \"$@\"\n", f.opts.APIServerGOGC, bin.path)
+	path := filepath.Join(dir, filepath.Base(bin))
+	script := fmt.Sprintf("#!/bin/sh\nGOGC=%s exec %q \"$@\"\n", f.opts.ControlPlaneGOGC, bin)
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		return "", err
 	}
-	f.wrappers[bin.path] = path
+	f.wrappers[bin] = path
 	return path, nil
 }
 
