@@ -22,10 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	restwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 
@@ -173,14 +171,7 @@ func checkRealAnswers(ctx context.Context, t *testing.T, s *localfleet.Spoke) {
 	}
 	wg.Wait()
 
-	codecs := serializer.NewCodecFactory(NewScheme())
-	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion)
-	objects, eventSerializer, framer, err := neg.StreamDecoder(runtime.ContentTypeProtobuf, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours := &protoEvents{body: io.NopCloser(bytes.NewReader(nodeStream)), events: eventSerializer, objects: objects}
-	theirs := restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(io.NopCloser(bytes.NewReader(nodeStream))), eventSerializer), objects)
+	ours, theirs := protoStreamReaders(t, serializer.NewCodecFactory(NewScheme()))(nodeStream)
 	nodeTypes := sameEvents(t, "Node watch", ours, theirs)
 
 	ref := json.NewDecoder(bytes.NewReader(machineStream))

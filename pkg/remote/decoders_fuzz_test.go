@@ -16,9 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
-	restwatch "k8s.io/client-go/rest/watch"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -279,14 +277,9 @@ func FuzzProtoEvents(f *testing.F) {
 	f.Add(stream)
 	f.Add(stream[:len(stream)-5])
 	f.Add(stream[:3])
-	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion)
-	objects, eventSerializer, framer, err := neg.StreamDecoder(runtime.ContentTypeProtobuf, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
+	readers := protoStreamReaders(f, codecs)
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		ours := &protoEvents{body: io.NopCloser(bytes.NewReader(stream)), events: eventSerializer, objects: objects}
-		theirs := restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream))), eventSerializer), objects)
+		ours, theirs := readers(stream)
 		for i := 0; ; i++ {
 			typ, obj, err := ours.Decode()
 			wantTyp, wantObj, wantErr := theirs.Decode()

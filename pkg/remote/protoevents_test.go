@@ -45,6 +45,27 @@ func protoWatchStream(t testing.TB, codecs serializer.CodecFactory, events ...wa
 	return out.Bytes()
 }
 
+// protoStreamReaders returns, for a protobuf watch stream, protoEvents and client-go's reader
+// over it, each with the decoders client-go negotiates for protobuf.
+func protoStreamReaders(t testing.TB, codecs serializer.CodecFactory) func(stream []byte) (ours, clientGo eventDecoder) {
+	t.Helper()
+	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion)
+	objects, events, framer, err := neg.StreamDecoder(runtime.ContentTypeProtobuf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(stream []byte) (eventDecoder, eventDecoder) {
+		return &protoEvents{body: io.NopCloser(bytes.NewReader(stream)), events: events, objects: objects},
+			restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream))), events), objects)
+	}
+}
+
+// decodeErr is the error of d's next event.
+func decodeErr(d eventDecoder) error {
+	_, _, err := d.Decode()
+	return err
+}
+
 // protoEvents decodes a protobuf watch stream exactly as client-go's reader does, ends with
 // io.EOF between events, and refuses a frame cut short or too large.
 func TestProtoEvents(t *testing.T) {
@@ -66,13 +87,8 @@ func TestProtoEvents(t *testing.T) {
 		{Type: watch.Bookmark, Object: bookmark}, {Type: watch.Error, Object: expired}}
 	stream := protoWatchStream(t, codecs, events...)
 
-	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion)
-	objects, eventSerializer, framer, err := neg.StreamDecoder(runtime.ContentTypeProtobuf, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours := &protoEvents{body: io.NopCloser(bytes.NewReader(stream)), events: eventSerializer, objects: objects}
-	theirs := restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream))), eventSerializer), objects)
+	readers := protoStreamReaders(t, codecs)
+	ours, theirs := readers(stream)
 	// Compared once all are read: an object that kept a reference into the reused buffer
 	// would show the later events' bytes.
 	var got, want []watch.Event
@@ -94,7 +110,7 @@ func TestProtoEvents(t *testing.T) {
 		t.Errorf("after the last event: %v, want io.EOF", err)
 	}
 
-	cut := &protoEvents{body: io.NopCloser(bytes.NewReader(stream[:len(stream)-3])), events: eventSerializer, objects: objects}
+	cut, _ := readers(stream[:len(stream)-3])
 	var last error
 	for range events {
 		if _, obj, err := cut.Decode(); err != nil {
@@ -110,13 +126,14 @@ func TestProtoEvents(t *testing.T) {
 
 	var headerOnly [4]byte // a frame's length, and the stream ends before its bytes
 	binary.BigEndian.PutUint32(headerOnly[:], 10)
-	if _, _, err := (&protoEvents{body: io.NopCloser(bytes.NewReader(headerOnly[:])), events: eventSerializer, objects: objects}).Decode(); !errors.Is(err, io.ErrUnexpectedEOF) {
+	short, _ := readers(headerOnly[:])
+	if err := decodeErr(short); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("a stream ending after a frame's length: %v, want io.ErrUnexpectedEOF", err)
 	}
 
 	var huge [4]byte
 	binary.BigEndian.PutUint32(huge[:], maxEventBytes+1)
-	if _, _, err := (&protoEvents{body: io.NopCloser(bytes.NewReader(huge[:])), events: eventSerializer, objects: objects}).Decode(); err == nil {
+	if large, _ := readers(huge[:]); decodeErr(large) == nil {
 		t.Error("a frame above maxEventBytes was read")
 	}
 }
