@@ -94,7 +94,7 @@ func TestBenchPipeline(t *testing.T) {
 		// At least the kubeconfig Secret of every cluster is read.
 		if c.InSync != 20 || c.Seconds <= 0 || c.PerCluster < 1 || c.Hub.ByVerb["get secrets"] < 20 ||
 			c.ControllerCPUS <= 0 || c.MachineBusyPct <= 0 || c.MachineBusyPct > 100 ||
-			c.HubCPUS <= 0 || c.APIServersCPUS <= c.HubCPUS {
+			c.HubCPUS <= 0 || c.APIServersCPUS <= c.HubCPUS || c.PeakRSSMiB <= 0 {
 			t.Errorf("%s: %+v", name, c)
 		}
 	}

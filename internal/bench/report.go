@@ -176,6 +176,9 @@ type RestartCase struct {
 	// HubCPUS the hub's share of it: with the controller's, where the span's CPU went.
 	APIServersCPUS float64 `json:"apiServersCPUSeconds"`
 	HubCPUS        float64 `json:"hubAPIServerCPUSeconds"`
+	// PeakRSSMiB is the process's largest RSS until every cluster was InSync (read once a
+	// scrape): the figure a pod's memory limit must hold, with the shipped soft limit.
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
 	// Spoke is what the spokes' audit logs recorded of the hub's credential over the same
 	// span (the probes, lists and watches of the connects); SpokePerCluster
 	// is all of it per simulated cluster.

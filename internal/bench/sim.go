@@ -116,7 +116,9 @@ func (b *bench) sim(ctx context.Context) {
 	wctx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
 	capped := false
+	firstPeak := peakRSS(proc)
 	got, inSyncAt, err := b.waitStateAt(wctx, proc, fleet.StateInSync, n, b.cfg.SimTimeout, func(k int) {
+		firstPeak.sample(k)
 		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil && b.cfg.SimRSSCapMiB > 0 && mib(rss) > b.cfg.SimRSSCapMiB {
 			capped = true
 			b.logf("sim: controller RSS %.0f MiB passed the cap of %.0f MiB with %d InSync: stopping", mib(rss), b.cfg.SimRSSCapMiB, k)
@@ -164,6 +166,7 @@ func (b *bench) sim(ctx context.Context) {
 			rs.Skipped = "failed: " + err.Error()
 		}
 		rs.FirstStart.Seconds, rs.FirstStart.InSync = inSyncAt.Sub(proc.started).Seconds(), got
+		rs.FirstStart.PeakRSSMiB = firstPeak.mib
 		rs.FirstStart.ControllerCPUS, rs.FirstStart.MachineBusyPct = cpuIn.since(cpu0)
 		rs.FirstStart.APIServersCPUS, rs.FirstStart.HubCPUS = cpuIn.apiServers(cpu0)
 	} else {
@@ -402,7 +405,8 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	defer leader.stop()
 	profiled := b.profileStart(leader, "restart")
 	defer profiled()
-	got, inSyncAt, err := b.waitStateAt(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
+	restartPeak := peakRSS(leader)
+	got, inSyncAt, err := b.waitStateAt(ctx, leader, fleet.StateInSync, n, b.cfg.RestartTimeout, restartPeak.sample)
 	cpuIn := markCPU(leader)
 	if err != nil && ctx.Err() != nil {
 		return err
@@ -411,6 +415,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 		return err
 	}
 	rs.Restart.Seconds, rs.Restart.InSync = inSyncAt.Sub(leader.started).Seconds(), got
+	rs.Restart.PeakRSSMiB = restartPeak.mib
 	rs.Restart.ControllerCPUS, rs.Restart.MachineBusyPct = cpuIn.since(cpu0)
 	rs.Restart.APIServersCPUS, rs.Restart.HubCPUS = cpuIn.apiServers(cpu0)
 	b.logf("restart: %d InSync after %.1f s, %.2f hub requests per cluster", got, rs.Restart.Seconds, rs.Restart.PerCluster)
@@ -431,7 +436,8 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 		return err
 	}
 	b.logf("failover: leader killed")
-	got, inSyncAt, err = b.waitStateAt(ctx, standby, fleet.StateInSync, n, b.cfg.RestartTimeout, nil)
+	failoverPeak := peakRSS(standby)
+	got, inSyncAt, err = b.waitStateAt(ctx, standby, fleet.StateInSync, n, b.cfg.RestartTimeout, failoverPeak.sample)
 	cpuIn = markCPU(standby)
 	if err != nil && ctx.Err() != nil {
 		return err
@@ -442,6 +448,7 @@ func (b *bench) restarts(ctx context.Context, first *controllerProc, n int) erro
 	sb := b.hub.count(standby.ua, standby.started, killAt)
 	sb.Lease = 0 // the leader's renewals, as well as the standby's tries: not told apart
 	rs.Failover.Seconds, rs.Failover.InSync, rs.Failover.Standby = inSyncAt.Sub(killAt).Seconds(), got, &sb
+	rs.Failover.PeakRSSMiB = failoverPeak.mib
 	rs.Failover.ControllerCPUS, rs.Failover.MachineBusyPct = cpuIn.since(cpu0)
 	rs.Failover.APIServersCPUS, rs.Failover.HubCPUS = cpuIn.apiServers(cpu0)
 	if t := b.hub.leaseTaken(killAt); !t.IsZero() { // the killed leader writes nothing after killAt
@@ -591,6 +598,21 @@ func saveAPIServerProfile(sp *localfleet.Spoke, seconds int, path string) error 
 
 // inBackground runs f in its own goroutine and returns a function that waits for it, once
 // however often it is called, and notes its error in the report under what.
+// rssPeak is the largest RSS of a controller process seen while it starts.
+type rssPeak struct {
+	proc *controllerProc
+	mib  float64
+}
+
+func peakRSS(proc *controllerProc) *rssPeak { return &rssPeak{proc: proc} }
+
+// sample reads the process's RSS; it is waitStateAt's progress callback (once a scrape).
+func (p *rssPeak) sample(int) {
+	if rss, err := vmRSS(p.proc.cmd.Process.Pid); err == nil {
+		p.mib = max(p.mib, mib(rss))
+	}
+}
+
 // profileStart profiles the first Config.StartProfile of a start (name: "first-start", "restart") in the
 // background, for `go tool pprof`: the controller's CPU (controller-<name>-cpu.pprof) and the
 // spokes' side, one of the API servers the simulated clusters share (spoke-<name>-cpu.pprof).
