@@ -261,14 +261,15 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 			excused = st.admittedSick
 		}
 		if pacing.All {
-			hold := holdOf(pacing, targets, progress, max(len(progress), 1), now, excused)
+			// Everything at once, no batches: nothing is taken sick, so nothing is excused.
+			hold := holdOf(pacing, targets, progress, max(len(progress), 1), now, nil)
+			if hold.Reason == "" {
+				return nmsync.Admit(progress, len(progress)), time.Time{}, hold
+			}
 			if st == nil {
-				p.state(ck, pools[i], taints) // kept only to say a hold once (noteHold)
+				p.state(ck, pools[i], taints) // kept only while held, to say a hold once (noteHold)
 			}
-			if hold.Reason != "" {
-				return nmsync.Admit(progress, 0), hold.Until, hold
-			}
-			return nmsync.Admit(progress, len(progress)), time.Time{}, hold
+			return nmsync.Admit(progress, 0), hold.Until, hold
 		}
 		if st != nil && st.taints != taints {
 			// A new or changed spec: the rollout follows it. The interval after
