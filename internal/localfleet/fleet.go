@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -343,7 +344,8 @@ func (f *Fleet) gogcPath(bin, minor string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, filepath.Base(bin))
-	script := fmt.Sprintf("#!/bin/sh\nGOGC=%s exec %q \"$@\"\n", f.opts.ControlPlaneGOGC, bin)
+	// Single quotes: the shell expands nothing in the path ('\'' is a quote in it).
+	script := fmt.Sprintf("#!/bin/sh\nGOGC=%s exec '%s' \"$@\"\n", f.opts.ControlPlaneGOGC, strings.ReplaceAll(bin, "'", `'\''`))
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		return "", err
 	}
