@@ -58,9 +58,15 @@ func nodeListWhole(body []byte) ([]*record, string, error) {
 	if !ok {
 		return nil, "", errors.New("no magic")
 	}
+	if malformed(msg) {
+		return nil, "", errors.New("a malformed envelope")
+	}
 	var env runtime.Unknown
 	if err := env.Unmarshal(msg); err != nil {
 		return nil, "", err
+	}
+	if malformed(env.Raw) {
+		return nil, "", errors.New("a malformed list")
 	}
 	if env.Raw == nil {
 		// Refused by decodeNodeList on purpose: an answer without a list, taken as an empty
@@ -80,6 +86,25 @@ func nodeListWhole(body []byte) ([]*record, string, error) {
 		recs[i] = r
 	}
 	return recs, list.ResourceVersion, nil
+}
+
+// malformed reports whether msg is not a valid protobuf message at its top level. Refused by
+// decodeNodeList on purpose, in the envelope and the list: the generated code skips some
+// fields the protobuf encoding forbids (a group whose end marker does not match its start, a
+// field number out of range), where protowire refuses them, and no API server sends them.
+func malformed(msg []byte) bool {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return true
+		}
+		msg = msg[n:]
+		if n = protowire.ConsumeFieldValue(num, typ, msg); n < 0 {
+			return true
+		}
+		msg = msg[n:]
+	}
+	return false
 }
 
 // FuzzDecodeNodeList: a Node list answer that the protobuf serializer decodes whole gives the
