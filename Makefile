@@ -96,7 +96,11 @@ test-int: build controlplane ## Integration tests on real API servers (builds th
 	wait $$answers || rc=1; exit $$rc
 
 .PHONY: test
-test: verify test-unit fuzz test-int ## Everything: verify, unit, fuzz, integration.
+test: ## Everything: verify, unit, fuzz, integration, at once (each one's output together, as it ends).
+	@# At once, not one after the other: each is CPU-bound and needs nothing of the others, and
+	@# the integration tests leave the CPU part idle while their last tests wait on timers.
+	@# Every fuzz target still runs its FUZZTIME executions; only the wall time is shared.
+	@$(MAKE) --no-print-directory -j4 --output-sync=target verify test-unit fuzz test-int
 
 # The spokes' Kubernetes minors in turn for `make fleet` and `make demo`, e.g.
 # FLEET_VERSIONS=1.29,1.33,1.36 (each built once by hack/controlplane.sh);
