@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 )
@@ -118,4 +119,13 @@ func (p *propagationClock) forget(prefix string) {
 			delete(p.pending, k)
 		}
 	}
+}
+
+// SawPoolChange starts the propagation clock of a pool whose generation
+// moved, at the moment its update event arrives (setup.go's pool handler).
+func (r *Reconciler) SawPoolChange(mp client.Object, at time.Time) {
+	if r.Opts.DryRun {
+		return // a dry run delivers nothing to time
+	}
+	r.propagation.seen(mp.GetNamespace()+"/"+mp.GetName(), mp.GetGeneration(), at)
 }

@@ -1,0 +1,134 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+// writeStatus creates or updates the pool's MachinePoolSync only when what it
+// says changes: a sync that finds the pool as its status describes it writes
+// nothing (freshness is the cluster_last_sync_timestamp_seconds metric). It
+// reports whether it wrote. The current status is read from the cache.
+//
+// It also times pool changes (pool_propagation_seconds): one made while no
+// replica watched (a restart, a failover), which the status shows as an older
+// observedGeneration, counts as seen when this sync began (syncStart); and a
+// status that says a timed change holds is observed once it is written.
+func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time, syncStart time.Time) (bool, error) {
+	cur := &v1alpha1.MachinePoolSync{}
+	created := false
+	err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur)
+	if apierrors.IsNotFound(err) {
+		created = true
+		cur = &v1alpha1.MachinePoolSync{ObjectMeta: metav1.ObjectMeta{
+			Namespace: mp.Namespace, Name: mp.Name,
+			Labels: map[string]string{nmsync.LabelClusterDeploymentName: mp.Spec.ClusterDeploymentRef.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: hivev1.SchemeGroupVersion.String(), Kind: "MachinePool", Name: mp.Name, UID: mp.UID,
+			}},
+		}}
+		if err := r.Hub.Create(ctx, cur); err != nil {
+			return false, fmt.Errorf("create: %w", err)
+		}
+	} else if err != nil {
+		return false, err
+	}
+	old := cur.Status
+	key := mp.Namespace + "/" + mp.Name
+	r.mu.Lock()
+	last, wrote := r.written[key]
+	r.mu.Unlock()
+	if wrote && last.resourceVersion != cur.ResourceVersion && !created {
+		// The cache has not caught up with our last write yet: compare with what
+		// that write said, so a lagging cache costs no second write.
+		old = last.status
+	}
+	if !created && !r.Opts.DryRun && old.ObservedGeneration > 0 && old.ObservedGeneration < st.ObservedGeneration {
+		r.propagation.seen(key, st.ObservedGeneration, syncStart) // no-op when its update event was seen
+	}
+	st.Conditions = Conditions(st, old.Conditions, now)
+	if !created && !changed && sameSummary(old, st) {
+		r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
+		return false, nil
+	}
+	st.LastSyncTime = old.LastSyncTime
+	st.LastChangeTime = old.LastChangeTime
+	if changed {
+		st.LastChangeTime = &now
+	}
+	if st.Phase == v1alpha1.PhaseInSync || st.Phase == v1alpha1.PhaseDrifted || st.Phase == v1alpha1.PhaseRefused {
+		st.LastSyncTime = &now
+	}
+	base := cur.DeepCopy()
+	cur.Status = st
+	if created {
+		// The first status is written whole: its counts are required fields.
+		if err := r.Hub.Status().Update(ctx, cur); err != nil {
+			return true, fmt.Errorf("update status: %w", err)
+		}
+	} else if err := r.Hub.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		// Then merge patches, not Updates: a cached copy one write behind must
+		// not cost a conflict and a retry.
+		return true, fmt.Errorf("patch status: %w", err)
+	}
+	r.mu.Lock()
+	r.written[key] = writtenStatus{status: cur.Status, resourceVersion: cur.ResourceVersion}
+	r.mu.Unlock()
+	// Timed once the status says it: a failed write leaves the clock running.
+	r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
+	return true, nil
+}
+
+// writtenStatus is a status this controller wrote.
+type writtenStatus struct {
+	status          v1alpha1.MachinePoolSyncStatus
+	resourceVersion string
+}
+
+// sameSummary reports whether two statuses say the same, leaving aside their
+// times and the last batch's Patched count. Semantic equality compares the
+// rollout's next batch time as an instant, whatever its location.
+func sameSummary(a, b v1alpha1.MachinePoolSyncStatus) bool {
+	a.LastSyncTime, a.LastChangeTime, a.Patched = nil, nil, 0
+	b.LastSyncTime, b.LastChangeTime, b.Patched = nil, nil, 0
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// reportOrphans marks the pools that name a ClusterDeployment that does not
+// exist: nothing can be synced for them, and people should know why.
+func (r *Reconciler) reportOrphans(ctx context.Context, key types.NamespacedName) error {
+	list := &hivev1.MachinePoolList{}
+	if err := r.Hub.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexPoolByCluster: key.Name}); err != nil {
+		return fmt.Errorf("list MachinePools: %w", err)
+	}
+	now := metav1.Now()
+	for i := range list.Items {
+		mp := &list.Items[i]
+		if !mp.DeletionTimestamp.IsZero() {
+			continue
+		}
+		msg := fmt.Sprintf("spec.clusterDeploymentRef names ClusterDeployment %s, which does not exist", key)
+		st := Status(PoolResult{Cluster: key.String(), PoolName: mp.Spec.Name, Generation: mp.Generation,
+			Phase: v1alpha1.PhaseUnreachable, Reason: v1alpha1.ReasonClusterDeploymentMissing, Message: msg})
+		news, err := r.writeStatus(ctx, mp, st, false, now, now.Time)
+		if err != nil {
+			return err
+		}
+		if news {
+			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventClusterMissing, eventAction, "%s", msg)
+		}
+	}
+	return nil
+}
