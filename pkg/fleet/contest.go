@@ -32,8 +32,8 @@ type contestRecord struct {
 	until   time.Time   // held until then (zero: not held)
 }
 
-func newContestTracker(threshold int, window time.Duration) *contestTracker {
-	return &contestTracker{threshold: threshold, window: window, now: time.Now, records: map[string]map[string]*contestRecord{}}
+func newContestTracker(threshold int, window time.Duration, now func() time.Time) *contestTracker {
+	return &contestTracker{threshold: threshold, window: window, now: now, records: map[string]map[string]*contestRecord{}}
 }
 
 func objectKey(kind, name string) string { return kind + "|" + name }

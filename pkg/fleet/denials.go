@@ -27,8 +27,8 @@ type denial struct {
 	until         time.Time
 }
 
-func newDenialTracker(retry time.Duration) *denialTracker {
-	return &denialTracker{retry: retry, now: time.Now, records: map[string]map[string]*denial{}}
+func newDenialTracker(retry time.Duration, now func() time.Time) *denialTracker {
+	return &denialTracker{retry: retry, now: now, records: map[string]map[string]*denial{}}
 }
 
 // hold returns the Applier.Hold of one pool's sync: the earlier denial's

@@ -10,8 +10,7 @@ import (
 
 func TestDenialTrackerHoldsUntilRetryOrNewSpec(t *testing.T) {
 	now := time.Unix(0, 0)
-	d := newDenialTracker(5 * time.Minute)
-	d.now = func() time.Time { return now }
+	d := newDenialTracker(5*time.Minute, func() time.Time { return now })
 	denied := nmsync.Result{Kind: "Node", Name: "n1", Outcome: nmsync.OutcomeFailed, Reason: nmsync.ReasonDenied, Requests: 1, Err: errors.New("webhook says no")}
 
 	if !d.record("c", "p", "spec1", denied) {

@@ -90,7 +90,7 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 	if mc.LeaderElection {
 		mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = &le.Lease, &le.Renew, &le.Retry
 		if le.WarmAfter > 0 {
-			if lease, err = newObservedLock(cfg, mc.LeaderElectionNS, le.Renew, opts.LeaderElectionID(), recorders); err != nil {
+			if lease, err = newObservedLock(cfg, mc.LeaderElectionNS, le.Renew, opts.LeaderElectionID(), recorders, opts.Clock.Now); err != nil {
 				return nil, nil, err
 			}
 			mo.LeaderElectionResourceLockInterface = lease
@@ -128,7 +128,7 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 	if lease != nil {
 		w := &standbyWarmer{lease: lease, after: le.WarmAfter, elected: mgr.Elected(), hub: mgr.GetCache(), spokes: r.Spokes,
 			inShard: opts.InShard, workers: opts.MaxConcurrentClusters, log: mgr.GetLogger().WithName("standby"),
-			warmups: register(metrics.Registry, newStandbyWarmups()), now: time.Now}
+			warmups: register(metrics.Registry, newStandbyWarmups()), now: opts.Clock.Now}
 		lease.acquired = w.endWarming
 		if err := mgr.Add(w); err != nil {
 			return nil, nil, err

@@ -55,8 +55,8 @@ type tomb struct {
 	at        time.Time
 }
 
-func newNodeMemory(settle time.Duration) *nodeMemory {
-	return &nodeMemory{settle: settle, now: time.Now, clusters: map[string]map[string]*nodeRecord{}}
+func newNodeMemory(settle time.Duration, now func() time.Time) *nodeMemory {
+	return &nodeMemory{settle: settle, now: now, clusters: map[string]map[string]*nodeRecord{}}
 }
 
 func itemKey(c nmsync.Change) string {

@@ -20,8 +20,7 @@ func TestNodeMemory(t *testing.T) {
 		}
 	}
 	now := time.Unix(1000, 0)
-	m := newNodeMemory(2 * time.Second)
-	m.now = func() time.Time { return now }
+	m := newNodeMemory(2*time.Second, func() time.Time { return now })
 	wrote := nmsync.Result{Kind: nmsync.ResultKindNode, Name: "n1", Outcome: nmsync.OutcomePatched, Changes: []nmsync.Change{
 		{Kind: nmsync.KindNodeLabel, Op: nmsync.OpRemove, Key: "gone", From: "v1"},
 		{Kind: nmsync.KindTaint, Op: nmsync.OpRemove, Key: "gone:NoSchedule", From: "t1"},

@@ -83,8 +83,8 @@ type probeTurn struct {
 	After string
 }
 
-func newOutageTracker(interval time.Duration) *outageTracker {
-	return &outageTracker{interval: interval, now: time.Now, clusters: map[string]*outage{}}
+func newOutageTracker(interval time.Duration, now func() time.Time) *outageTracker {
+	return &outageTracker{interval: interval, now: now, clusters: map[string]*outage{}}
 }
 
 // turn says what the next sync of cluster may write.

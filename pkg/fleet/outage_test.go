@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	"github.com/openshift/hub-node-metadata/pkg/remote"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
@@ -82,8 +85,7 @@ func TestOutageTracker(t *testing.T) {
 	for name, steps := range tests {
 		t.Run(name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
-			o := newOutageTracker(interval)
-			o.now = func() time.Time { return now }
+			o := newOutageTracker(interval, func() time.Time { return now })
 			for i, s := range steps {
 				now = now.Add(s.advance)
 				got, _ := o.record("c", s.round)
@@ -104,8 +106,7 @@ func TestOutageTracker(t *testing.T) {
 
 func TestOutageTrackerRemembersTheProbeAndCause(t *testing.T) {
 	now := time.Unix(1000, 0)
-	o := newOutageTracker(time.Second)
-	o.now = func() time.Time { return now }
+	o := newOutageTracker(time.Second, func() time.Time { return now })
 	o.record("c", writeRound{Transient: 2, Cause: "first"})
 	now = now.Add(time.Second)
 	if turn := o.turn("c"); !turn.Due || turn.After != "" {
@@ -127,7 +128,7 @@ func TestOutageTrackerRemembersTheProbeAndCause(t *testing.T) {
 }
 
 func TestOutageTrackerOff(t *testing.T) {
-	o := newOutageTracker(-1)
+	o := newOutageTracker(-1, time.Now)
 	if got, _ := o.record("c", writeRound{Transient: 3}); got != outageNone {
 		t.Errorf("probes off: change %v, want none", got)
 	}
@@ -209,14 +210,12 @@ func TestOutageProbeIntervalDefault(t *testing.T) {
 }
 
 // outageWorld is a world of 3 Machines and Nodes whose pool drifted, with
-// the outage tracker on a clock the test moves.
-func outageWorld(t *testing.T, opts Options) (*world, *time.Time) {
+// the reconciler on a clock the test moves (Options.Clock).
+func outageWorld(t *testing.T, opts Options) (*world, *clocktesting.FakeClock) {
 	t.Helper()
-	w := newWorld(t, 3, opts)
-	w.r.init()
-	now := time.Unix(1000, 0)
-	w.r.outages.now = func() time.Time { return now }
-	return w, &now
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	opts.Clock = clk
+	return newWorld(t, 3, opts), clk
 }
 
 var errWebhookDown = apierrors.NewInternalError(errors.New(`failed calling webhook "v.example.com": connection refused`))
@@ -227,7 +226,7 @@ var errWebhookDown = apierrors.NewInternalError(errors.New(`failed calling webho
 // that goes through writes the rest in the same sync.
 func TestReconcileWriteOutage(t *testing.T) {
 	const interval = 2 * time.Second
-	w, now := outageWorld(t, Options{OutageProbeInterval: interval})
+	w, clk := outageWorld(t, Options{OutageProbeInterval: interval})
 	w.spoke.failPatch = func(client.Object) error { return errWebhookDown }
 
 	res, err := w.reconcile(t)
@@ -249,7 +248,7 @@ func TestReconcileWriteOutage(t *testing.T) {
 	}
 
 	// A sync before the probe is due (a watch event) writes nothing.
-	*now = now.Add(interval / 2)
+	clk.Step(interval / 2)
 	res, err = w.reconcile(t)
 	got = w.outcome(t, res.RequeueAfter, err)
 	if got.SpokePatches != 3 || got.StatusWrites != 0 || len(got.Events) != 0 || err != nil || res.RequeueAfter != interval/2 {
@@ -263,7 +262,7 @@ func TestReconcileWriteOutage(t *testing.T) {
 		before[k] = v
 	}
 	for i := range 3 {
-		*now = now.Add(interval)
+		clk.Step(interval)
 		res, err = w.reconcile(t)
 		got = w.outcome(t, res.RequeueAfter, err)
 		wantProbe := fmt.Sprintf("Machine/c-workers-a-%d", i)
@@ -283,7 +282,7 @@ func TestReconcileWriteOutage(t *testing.T) {
 
 	// The fault clears: the next probe goes through, and the rest follow at once.
 	w.spoke.failPatch = nil
-	*now = now.Add(interval)
+	clk.Step(interval)
 	res, err = w.reconcile(t)
 	got = w.outcome(t, res.RequeueAfter, err)
 	want = outcome{Phase: v1alpha1.PhaseInSync, Total: 6, Synced: 6, Patched: 6, SpokePatches: 6 + 6, StatusWrites: 1,
@@ -303,7 +302,7 @@ func TestReconcileWriteOutage(t *testing.T) {
 // probes rotate past it, and the first other probe ends the outage.
 func TestReconcileWriteOutageProbesRotate(t *testing.T) {
 	const interval = time.Second
-	w, now := outageWorld(t, Options{OutageProbeInterval: interval})
+	w, clk := outageWorld(t, Options{OutageProbeInterval: interval})
 	outage := true
 	w.spoke.failPatch = func(obj client.Object) error {
 		if outage || obj.GetName() == "c-workers-a-0" {
@@ -314,12 +313,12 @@ func TestReconcileWriteOutageProbesRotate(t *testing.T) {
 	if _, err := w.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
-	*now = now.Add(interval)
+	clk.Step(interval)
 	if _, err := w.reconcile(t); err != nil { // probes c-workers-a-0
 		t.Fatal(err)
 	}
 	outage = false
-	*now = now.Add(interval)
+	clk.Step(interval)
 	res, err := w.reconcile(t) // probes c-workers-a-1: through; then the rest
 	got := w.outcome(t, res.RequeueAfter, err)
 	if got.Synced != 4 || got.Drifted != 2 || got.Reason != v1alpha1.ReasonWriteFailed {
@@ -354,7 +353,7 @@ func TestReconcileWriteOutageDenialsAndChanges(t *testing.T) {
 		t.Errorf("clusters_in_write_outage = %v, want 0", g)
 	}
 
-	w2, now2 := outageWorld(t, Options{OutageProbeInterval: time.Second})
+	w2, clk2 := outageWorld(t, Options{OutageProbeInterval: time.Second})
 	w2.spoke.failPatch = func(client.Object) error { return errWebhookDown }
 	if _, err := w2.reconcile(t); err != nil {
 		t.Fatal(err)
@@ -374,7 +373,7 @@ func TestReconcileWriteOutageDenialsAndChanges(t *testing.T) {
 	if n := w2.spoke.patchCount() - patches; n != 0 {
 		t.Errorf("a pool change before the probe was due: %d patches, want 0", n)
 	}
-	*now2 = now2.Add(time.Second)
+	clk2.Step(time.Second)
 	if _, err := w2.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +419,7 @@ func TestWriteOutageForgotten(t *testing.T) {
 // The outage is logged when it begins and when it ends, with the cluster,
 // and not on every failed probe.
 func TestWriteOutageLogs(t *testing.T) {
-	w, now := outageWorld(t, Options{OutageProbeInterval: time.Second})
+	w, clk := outageWorld(t, Options{OutageProbeInterval: time.Second})
 	var lines []string
 	logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
 	ctx := log.IntoContext(t.Context(), logger)
@@ -433,11 +432,11 @@ func TestWriteOutageLogs(t *testing.T) {
 	w.spoke.failPatch = func(client.Object) error { return errWebhookDown }
 	sync()
 	for range 3 {
-		*now = now.Add(time.Second)
+		clk.Step(time.Second)
 		sync()
 	}
 	w.spoke.failPatch = nil
-	*now = now.Add(time.Second)
+	clk.Step(time.Second)
 	sync()
 	var outage []string
 	for _, l := range lines {
@@ -461,7 +460,7 @@ func TestWriteOutageLogs(t *testing.T) {
 // A cluster with a pool that is not synced (paused) beside the one written:
 // its writes, its outage and its probes leave the other pool alone.
 func TestReconcileWriteOutageWithAPausedPool(t *testing.T) {
-	w, now := outageWorld(t, Options{OutageProbeInterval: time.Second})
+	w, clk := outageWorld(t, Options{OutageProbeInterval: time.Second})
 	paused := &hivev1.MachinePool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: worldNS, Name: worldCD + "-a-paused", Generation: 1,
 			Annotations: map[string]string{nmsync.AnnotationPaused: "true"}},
@@ -475,11 +474,27 @@ func TestReconcileWriteOutageWithAPausedPool(t *testing.T) {
 		if _, err := w.reconcile(t); err != nil {
 			t.Fatalf("sync %d: %v", i, err)
 		}
-		*now = now.Add(time.Second)
+		clk.Step(time.Second)
 	}
 	w.spoke.failPatch = nil
 	res, err := w.reconcile(t)
 	if got := w.outcome(t, res.RequeueAfter, err); got.Phase != v1alpha1.PhaseInSync || got.Synced != 6 {
 		t.Errorf("after the outage: %s, %d synced; want InSync, 6", got.Phase, got.Synced)
+	}
+}
+
+// One clock: Options.Clock reaches the spoke connections unless Remote.Clock is set, and the
+// real clock stands in for a nil one.
+func TestOptionsClockReachesTheSpokeConnections(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	if got := (Options{Clock: clk}).WithDefaults().Remote.Clock; got != clk {
+		t.Errorf("Remote.Clock %T, want Options.Clock", got)
+	}
+	own := clocktesting.NewFakeClock(time.Unix(2000, 0))
+	if got := (Options{Clock: clk, Remote: remote.Options{Clock: own}}).WithDefaults().Remote.Clock; got != own {
+		t.Errorf("Remote.Clock %T, want its own", got)
+	}
+	if o := (Options{}).WithDefaults(); o.Clock == nil || o.Remote.Clock == nil {
+		t.Errorf("defaults: Clock %v, Remote.Clock %v, want the real clock", o.Clock, o.Remote.Clock)
 	}
 }

@@ -106,21 +106,29 @@ type Reconciler struct {
 	written map[string]writtenStatus
 }
 
+// now is the time on the reconciler's clock (Options.Clock).
+func (r *Reconciler) now() time.Time {
+	if r.Opts.Clock == nil {
+		return time.Now()
+	}
+	return r.Opts.Clock.Now()
+}
+
 func (r *Reconciler) init() {
 	if r.contested == nil {
-		r.contested = newContestTracker(r.Opts.ContestedThreshold, r.Opts.ContestedWindow)
+		r.contested = newContestTracker(r.Opts.ContestedThreshold, r.Opts.ContestedWindow, r.now)
 	}
 	if r.denials == nil {
-		r.denials = newDenialTracker(r.Opts.DeniedRetry)
+		r.denials = newDenialTracker(r.Opts.DeniedRetry, r.now)
 	}
 	if r.pacer == nil {
 		r.pacer = newPacer()
 	}
 	if r.nodes == nil {
-		r.nodes = newNodeMemory(r.Opts.NodeSettle)
+		r.nodes = newNodeMemory(r.Opts.NodeSettle, r.now)
 	}
 	if r.outages == nil {
-		r.outages = newOutageTracker(r.Opts.OutageProbeInterval)
+		r.outages = newOutageTracker(r.Opts.OutageProbeInterval, r.now)
 	}
 	if r.propagation == nil {
 		r.propagation = newPropagationClock()
@@ -135,7 +143,7 @@ func (r *Reconciler) init() {
 // Reconcile reads the hub and the spoke, plans, then writes.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	r.init()
-	start := time.Now()
+	start := r.now()
 	key := req.NamespacedName
 	ck := key.String()
 	logger := log.FromContext(ctx).WithValues("cluster", ck)
@@ -164,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if syncErr != nil {
 		result = "error"
 	}
-	r.Metrics.SyncDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	r.Metrics.SyncDuration.WithLabelValues(result).Observe(r.now().Sub(start).Seconds())
 	if syncErr != nil {
 		return reconcile.Result{}, syncErr
 	}
@@ -217,7 +225,7 @@ func (r *Reconciler) next(cluster string, res []PoolResult) (reconcile.Result, e
 		// has had the time to catch up.
 		after = r.Opts.NodeSettle + 50*time.Millisecond
 	}
-	if d := time.Until(batchDue); !batchDue.IsZero() && d > 0 && d+50*time.Millisecond < after {
+	if d := batchDue.Sub(r.now()); !batchDue.IsZero() && d > 0 && d+50*time.Millisecond < after {
 		// The next batch is due in d: look again then. One already due waits
 		// for an unfinished batch, whose writes, failures and holds requeue
 		// the cluster by themselves, so it needs no timer.
@@ -331,7 +339,7 @@ type targetWork struct {
 func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, objs SpokeObjects) []*poolWork {
 	targets := d.Targets(objs)
 	r.nodes.sweep(ck)
-	now := time.Now()
+	now := r.now()
 	gate := d.noNewBatch(now)
 	if !r.Opts.DryRun {
 		names := make([]string, len(pools))

@@ -60,7 +60,7 @@ func (r *Reconciler) noteConnection(cd *hivev1.ClusterDeployment, st remote.Stat
 func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, res []PoolResult, state string, start time.Time) {
 	logger := log.FromContext(ctx)
 	ck := clusterKey(cd.Namespace, cd.Name)
-	now := metav1.Now()
+	now := metav1.NewTime(r.now())
 	r.Metrics.SetState(ck, state)
 	if state == StateInSync || state == StateDrifting || state == StateRefused {
 		r.Metrics.LastSync.WithLabelValues(ck).Set(float64(now.UnixMilli()) / 1e3) // to the millisecond, as Prometheus keeps time

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -103,6 +104,12 @@ type Options struct {
 	NodeSettle time.Duration
 	// Remote configures the spoke connections.
 	Remote remote.Options
+	// Clock drives the reconciler's times: a sync's duration, pacing and its
+	// batches, holds after a denial or a contest, the settle time, outage
+	// probes and the times a status states; and, unless Remote.Clock is set,
+	// the spoke connections (their probes, backoff and caches). The real clock
+	// if nil. Tests may use k8s.io/utils/clock/testing.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // WithDefaults fills zero fields.
@@ -147,6 +154,12 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.DeniedRetry <= 0 {
 		o.DeniedRetry = DefaultDeniedRetry
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Remote.Clock == nil {
+		o.Remote.Clock = o.Clock
 	}
 	return o
 }
@@ -341,7 +354,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		CreateFunc: poolToCluster.Create,
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-				r.SawPoolChange(e.ObjectNew, time.Now())
+				r.SawPoolChange(e.ObjectNew, r.now())
 			}
 			poolToCluster.Update(ctx, e, q)
 		},

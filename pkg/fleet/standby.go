@@ -307,7 +307,7 @@ func connectsTo(cd *hivev1.ClusterDeployment) bool {
 // wrapped in a leaseObserver; renew is the renew deadline the manager runs with, which sizes
 // the lock client's timeout. The lock records an Event when this replica becomes leader; the
 // manager that makes event recorders does not exist yet, so its recorder is bound later.
-func newObservedLock(cfg *rest.Config, namespace string, renew time.Duration, id string, recorders *lateRecorders) (*leaseObserver, error) {
+func newObservedLock(cfg *rest.Config, namespace string, renew time.Duration, id string, recorders *lateRecorders, now func() time.Time) (*leaseObserver, error) {
 	lock, err := ctrlleader.NewResourceLock(rest.CopyConfig(cfg), recorders, ctrlleader.Options{
 		LeaderElection:          true,
 		LeaderElectionID:        id,
@@ -317,5 +317,5 @@ func newObservedLock(cfg *rest.Config, namespace string, renew time.Duration, id
 	if err != nil {
 		return nil, fmt.Errorf("leader election lock: %w", err)
 	}
-	return newLeaseObserver(lock, time.Now), nil
+	return newLeaseObserver(lock, now), nil
 }

@@ -113,7 +113,7 @@ func (r *Reconciler) reportOrphans(ctx context.Context, key types.NamespacedName
 	if err := r.Hub.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{indexPoolByCluster: key.Name}); err != nil {
 		return fmt.Errorf("list MachinePools: %w", err)
 	}
-	now := metav1.Now()
+	now := metav1.NewTime(r.now())
 	for i := range list.Items {
 		mp := &list.Items[i]
 		if !mp.DeletionTimestamp.IsZero() {

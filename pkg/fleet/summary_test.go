@@ -130,8 +130,7 @@ func TestShardIsStableAndSpread(t *testing.T) {
 
 func TestContestTracker(t *testing.T) {
 	now := time.Unix(1000, 0)
-	c := newContestTracker(3, time.Minute)
-	c.now = func() time.Time { return now }
+	c := newContestTracker(3, time.Minute, func() time.Time { return now })
 	target := nmsync.Target{Machine: &machinev1beta1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1"}}, Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}
 	patched := res("Node", "n1", nmsync.OutcomePatched, nmsync.Change{Op: nmsync.OpAdd})
 	adopted := res("Node", "n1", nmsync.OutcomePatched, nmsync.Change{Op: nmsync.OpAdopt})
