@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,8 +12,6 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -22,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
@@ -75,70 +71,25 @@ var spokeKinds = []kindSpec{
 const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
 	"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
-// newSpokeCache builds the cache; it does no I/O until Start. notify is called (from the
-// loops' goroutines) after each change that makes a difference to a record, except
-// during the first list.
+// newSpokeCache builds the cache over the spoke's kind clients (one for each of spokeKinds,
+// in order); it does no I/O until Start. notify is called (from the loops' goroutines) after
+// each change that makes a difference to a record, except during the first list. clk drives
+// the loops' backoff and the packer.
 // log gets cluster as a field at each call (see Manager.run for why it is not bound).
-func newSpokeCache(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, log logr.Logger, cluster string, notify func()) (*spokeCache, error) {
-	sc := &spokeCache{packer: newPacker(packQuiet)}
-	base := newWatchHeader(cfg)
+func newSpokeCache(cfg *rest.Config, hc *http.Client, clients []*kindClient, codecs serializer.CodecFactory, log logr.Logger, cluster string, clk clock.WithDelayedExecution, notify func()) (*spokeCache, error) {
+	sc := &spokeCache{packer: newPacker(packQuiet, clk)}
 	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range spokeKinds {
-		rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
+	for _, kc := range clients {
+		st := &kindStore{spec: kc.spec, notify: notify, packer: sc.packer, items: map[string]*record{}, synced: make(chan struct{})}
+		sc.packer.stores = append(sc.packer.stores, st)
+		loop, err := newKindLoop(kc, st, mc, hc, cfg.RateLimiter, codecs, clk)
 		if err != nil {
 			return nil, err
 		}
-		st := &kindStore{spec: k, rc: rc, header: base, notify: notify, packer: sc.packer, items: map[string]*record{}, synced: make(chan struct{})}
-		sc.packer.stores = append(sc.packer.stores, st)
-		request := func(o *metav1.ListOptions) *rest.Request {
-			o.LabelSelector = k.selector
-			return st.request(rc.Get(), k.namespace).VersionedParams(o, metav1.ParameterCodec)
-		}
-		loop := &kindLoop{store: st, log: log, cluster: cluster, clock: clock.RealClock{}}
-		neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), k.gvk.GroupVersion())
-		var events func(io.ReadCloser) eventDecoder
-		switch {
-		case k.metadataOnly:
-			r := mc.Resource(k.gvk.GroupVersion().WithResource(k.resource)).Namespace(k.namespace)
-			loop.list = listItems(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = k.selector
-				return r.List(ctx, o)
-			})
-			neg = runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion)
-		case k.gvk == gvkMachine:
-			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
-				res := request(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx)
-				if err := res.Error(); err != nil {
-					return nil, "", err // with the server's Status, which Raw's error lacks
-				}
-				body, _ := res.Raw()
-				items, rv, err := decodeMachineList(body)
-				if err != nil {
-					return nil, "", err
-				}
-				recs, err := compactAll(items)
-				return recs, rv, err
-			}
-			events = func(body io.ReadCloser) eventDecoder { return newMachineEvents(body) }
-		case k.gvk == gvkNode:
-			loop.list = func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
-				var contentType string
-				res := request(&o).Do(ctx).ContentType(&contentType)
-				if err := res.Error(); err != nil {
-					return nil, "", err
-				}
-				body, _ := res.Raw()
-				return decodeNodeList(body, contentType)
-			}
-		default:
-			return nil, fmt.Errorf("no list for %s", k.gvk)
-		}
-		header := base
-		header.accept = k.accept
-		loop.watch = streamWatch(hc, cfg.RateLimiter, neg, header, request, events)
+		loop.log, loop.cluster = log, cluster
 		sc.stores = append(sc.stores, st)
 		sc.loops = append(sc.loops, loop)
 	}
@@ -170,21 +121,7 @@ func (sc *spokeCache) WaitForCacheSync(ctx context.Context) bool {
 }
 
 func (sc *spokeCache) storeFor(obj runtime.Object) (*kindStore, error) {
-	var gvk schema.GroupVersionKind
-	switch obj.(type) {
-	case *corev1.Node, *corev1.NodeList:
-		gvk = gvkNode
-	case *machinev1beta1.Machine, *machinev1beta1.MachineList:
-		gvk = gvkMachine
-	case *machinev1beta1.MachineSet, *machinev1beta1.MachineSetList:
-		gvk = gvkMachineSet
-	}
-	for _, st := range sc.stores {
-		if st.spec.gvk == gvk {
-			return st, nil
-		}
-	}
-	return nil, fmt.Errorf("%T is not read on a spoke: only Nodes, and Machines and MachineSets in %s, are", obj, MachineAPINamespace)
+	return kindFor(sc.stores, func(st *kindStore) kindSpec { return st.spec }, obj)
 }
 
 // Get returns a copy of one cached (trimmed) object.

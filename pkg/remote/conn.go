@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 )
 
-// conn is one live (or connecting) connection to a spoke: a private transport, REST clients,
-// a trimmed cache and the Spoke handed to callers. Only its worker goroutine uses it, except
+// conn is one live (or connecting) connection to a spoke: a private transport, a REST client
+// per kind, a trimmed cache and the Spoke handed to callers. Only its worker goroutine uses it, except
 // for spoke (callers) and the transport's observe hook.
 type conn struct {
 	key    connKey
@@ -83,7 +83,11 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	cn.http = &http.Client{Transport: hc.Transport, Timeout: c.opts.RequestTimeout, CheckRedirect: noRedirect}
 	cacheHTTP := &http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}
 
-	cc, err := newSpokeCache(cfg, cacheHTTP, c.codecs, c.log, cluster.String(), func() {
+	clients, err := newKindClients(cfg, cacheHTTP, c.codecs)
+	if err != nil {
+		return nil, newConnError(ReasonSecretInvalid, err, "building clients for %s", cn.server)
+	}
+	cc, err := newSpokeCache(cfg, cacheHTTP, clients, c.codecs, c.log, cluster.String(), c.opts.Clock, func() {
 		if cn.spoke.check() == nil {
 			c.notifyKey(cluster)
 		}
@@ -96,6 +100,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 		cluster: cluster.String(),
 		server:  cn.server,
 		cache:   cc,
+		clients: clients,
 		timeout: c.opts.RequestTimeout,
 	}
 	return cn, nil

@@ -85,7 +85,8 @@
 // writes and converts the objects one watch event at a time (kindLoop says by how much). A Node
 // list is decoded one Node at a time, each compacted before the next (decodeNodeList): every
 // connect in flight lists at once, and a real Node is tens of KiB decoded. The kinds' REST
-// clients serve the cache and the Spoke's live reads and patches alike; a patch's answer is
+// clients serve the cache's loops and the Spoke's live reads and patches alike, and the store
+// holds records only; a patch's answer is
 // checked, not decoded, and asks for the object's metadata only. A protobuf watch (Nodes,
 // MachineSets) reads each event into a buffer borrowed from a pool every spoke shares, not into one
 // per watch grown to the largest event (a real Node with its images is tens of KiB). A watch
@@ -114,9 +115,25 @@
 // notified. Once a spoke's cache has gone 5 s without a change after a burst (its lists, a wave of
 // writes) that left at least an eighth of its records loose, they are packed (pack.go): copied
 // into one arena of a few arrays, each on spans of its own, so that the loose records' objects,
-// scattered among the burst's garbage, are freed with it. The codecs
-// are shared by every connection; each kind's REST client serves the cache and the Spoke's live
-// reads and patches alike.
+// scattered among the burst's garbage, are freed with it. The codecs are shared by every
+// connection.
+//
+// # Layout
+//
+// A file a concern, as Cluster API splits its clustercache:
+//
+//   - manager.go: the Manager's API (Ensure, GetSpoke, Status, Forget, Notify, Start);
+//     worker.go: the worker of each cluster (connect, monitor, backoff);
+//   - conn.go: a connection and its transport; allowlist.go: the requests it lets through;
+//     kubeconfig.go and eligible.go: what a ClusterDeployment and its Secret allow;
+//   - client.go: a REST client per kind, which the cache lists and watches through and the
+//     Spoke reads live and patches through; spoke.go: the Spoke callers hold;
+//   - cache.go: a spoke's cache and its reads; store.go: one kind's records;
+//     listwatch.go: the list-and-watch loop that fills a store, with its decoders
+//     (nodelist.go, machinejson.go);
+//   - compact.go and record.go: what a record keeps and how; pack.go: packing records;
+//   - reason.go and metrics.go: what the Manager reports; dial.go: a one-shot reader for
+//     command-line tools.
 //
 // # Notifications
 //

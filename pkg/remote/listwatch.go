@@ -16,12 +16,15 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	restwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/client-go/util/flowcontrol"
@@ -62,6 +65,60 @@ type kindLoop struct {
 type eventDecoder interface {
 	Decode() (watch.EventType, runtime.Object, error)
 	Close()
+}
+
+// newKindLoop builds the list-and-watch loop that fills st through kc: Nodes listed in
+// protobuf and decoded one at a time (decodeNodeList), Machines in JSON (decodeMachineList),
+// MachineSets as metadata only through mc; watches streamed over hc (streamWatch).
+func newKindLoop(kc *kindClient, st *kindStore, mc metadata.Interface, hc *http.Client, limiter flowcontrol.RateLimiter, codecs serializer.CodecFactory, clk clock.Clock) (*kindLoop, error) {
+	k := kc.spec
+	request := func(o *metav1.ListOptions) *rest.Request {
+		o.LabelSelector = k.selector
+		return kc.request(kc.rc.Get(), k.namespace).VersionedParams(o, metav1.ParameterCodec)
+	}
+	loop := &kindLoop{store: st, clock: clk}
+	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), k.gvk.GroupVersion())
+	var events func(io.ReadCloser) eventDecoder
+	switch {
+	case k.metadataOnly:
+		r := mc.Resource(k.gvk.GroupVersion().WithResource(k.resource)).Namespace(k.namespace)
+		loop.list = listItems(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = k.selector
+			return r.List(ctx, o)
+		})
+		neg = runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion)
+	case k.gvk == gvkMachine:
+		loop.list = func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
+			res := request(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx)
+			if err := res.Error(); err != nil {
+				return nil, "", err // with the server's Status, which Raw's error lacks
+			}
+			body, _ := res.Raw()
+			items, rv, err := decodeMachineList(body)
+			if err != nil {
+				return nil, "", err
+			}
+			recs, err := compactAll(items)
+			return recs, rv, err
+		}
+		events = func(body io.ReadCloser) eventDecoder { return newMachineEvents(body) }
+	case k.gvk == gvkNode:
+		loop.list = func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
+			var contentType string
+			res := request(&o).Do(ctx).ContentType(&contentType)
+			if err := res.Error(); err != nil {
+				return nil, "", err
+			}
+			body, _ := res.Raw()
+			return decodeNodeList(body, contentType)
+		}
+	default:
+		return nil, fmt.Errorf("no list for %s", k.gvk)
+	}
+	header := kc.header
+	header.accept = k.accept
+	loop.watch = streamWatch(hc, limiter, neg, header, request, events)
+	return loop, nil
 }
 
 // loopBackoff is a kind loop's wait after a failure: 0.8 s doubling to 30 s, each wait 1 to 2

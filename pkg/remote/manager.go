@@ -95,9 +95,10 @@ type Options struct {
 	// tests): how long Ensure trusts a healthy connection without reading its kubeconfig
 	// Secret again (default 1m). A 401 from the spoke re-reads it at once.
 	SecretRecheckInterval time.Duration
-	// Clock drives probes, backoff and Status.Since; the real clock if nil. Tests may use
+	// Clock drives probes, backoff, Status.Since, the caches' list-and-watch loops and the
+	// packing of their records; the real clock if nil. Tests may use
 	// k8s.io/utils/clock/testing.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 func (o Options) withDefaults() Options {

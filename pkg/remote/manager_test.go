@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -551,5 +552,36 @@ func TestCacheEnsureReadsSecretOncePerVersion(t *testing.T) {
 	ensureN(20)
 	if n := hub.gets.Load(); n != 3 {
 		t.Fatalf("Secret read %d times in all, want 3", n)
+	}
+}
+
+// The Manager's clock drives its caches too: with a fake one, a connected spoke's records are
+// packed when the clock has gone packQuiet past the lists, and not before, however long the
+// test takes in real time.
+func TestCacheRunsOnTheManagersClock(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
+	clk := clocktesting.NewFakeClock(time.Now())
+	opts := fastOptions()
+	opts.Clock = clk
+	c := NewManager(hub, opts)
+	c.Ensure(context.Background(), eligibleCD())
+	startCache(t, c)
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	if got := c.Status(testCluster).Since; !got.Equal(clk.Now()) {
+		t.Errorf("Status.Since %v, want the fake clock's %v", got, clk.Now())
+	}
+	c.mu.Lock()
+	pk := c.clusters[testCluster].live.cache.packer
+	c.mu.Unlock()
+	packs := func() int { pk.mu.Lock(); defer pk.mu.Unlock(); return pk.packs }
+	time.Sleep(100 * time.Millisecond) // real time: nothing may come of it
+	clk.Step(packQuiet - time.Millisecond)
+	if n := packs(); n != 0 {
+		t.Fatalf("packed %d times before the fake clock reached packQuiet", n)
+	}
+	clk.Step(time.Millisecond)
+	if n := packs(); n != 1 {
+		t.Fatalf("packs %d once the fake clock reached packQuiet, want 1", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 )
 
 // Why records are packed. A record is made from a list item or a watch event, as six to nine
@@ -41,15 +42,18 @@ const packLooseShare = 8
 type packer struct {
 	stores []*kindStore
 	quiet  time.Duration
+	clock  clock.WithDelayedExecution
 
 	mu      sync.Mutex
 	loose   int // records made or deleted since the last packing
-	timer   *time.Timer
+	timer   clock.Timer
 	stopped bool
 	packs   int // packings done (for tests)
 }
 
-func newPacker(quiet time.Duration) *packer { return &packer{quiet: quiet} }
+func newPacker(quiet time.Duration, clk clock.WithDelayedExecution) *packer {
+	return &packer{quiet: quiet, clock: clk}
+}
 
 // touch records n records made or deleted, and puts the packing off to quiet from now.
 func (p *packer) touch(n int) {
@@ -63,7 +67,7 @@ func (p *packer) touch(n int) {
 	}
 	p.loose += n
 	if p.timer == nil {
-		p.timer = time.AfterFunc(p.quiet, p.quietFor)
+		p.timer = p.clock.AfterFunc(p.quiet, p.quietFor)
 	} else {
 		p.timer.Reset(p.quiet)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unsafe"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +20,7 @@ import (
 // status heartbeat, a re-list of an unchanged object) stores the version in the record it
 // has: no record is made, so the packed arena stays whole. Any other change makes a record.
 func TestUpdatesThatChangeOnlyTheVersionKeepTheRecord(t *testing.T) {
-	pk := newPacker(time.Hour)
+	pk := newPacker(time.Hour, clocktesting.NewFakeClock(time.Now()))
 	st := packedStore(spokeKinds[0], pk)
 	sc := &spokeCache{stores: []*kindStore{st}}
 	defer pk.stop()
@@ -74,7 +76,7 @@ func TestUpdatesThatChangeOnlyTheVersionKeepTheRecord(t *testing.T) {
 // change, every record is a new one in the arena (the loose ones can be freed), and the maps'
 // keys are the packed records' names. A lone change among many does not repack them all.
 func TestPackerPacksTheLooseRecords(t *testing.T) {
-	pk := newPacker(time.Hour) // quietFor is called by the test
+	pk := newPacker(time.Hour, clocktesting.NewFakeClock(time.Now())) // quietFor is called by the test
 	defer pk.stop()
 	sc := &spokeCache{packer: pk}
 	for _, k := range spokeKinds {
@@ -167,37 +169,38 @@ func TestPackerPacksTheLooseRecords(t *testing.T) {
 	}
 }
 
-// The packing waits for the spoke to go quiet: each change puts it off, and a stopped cache
-// is not packed.
+// The packing waits for the spoke to go quiet, on the cache's clock: each change puts it off,
+// and a stopped cache is not packed.
 func TestPackerWaitsForQuiet(t *testing.T) {
 	packs := func(pk *packer) int { pk.mu.Lock(); defer pk.mu.Unlock(); return pk.packs }
-	pk := newPacker(time.Second) // ten times the gap between changes: a loaded machine's sleeps still fit
+	clk := clocktesting.NewFakeClock(time.Now())
+	pk := newPacker(time.Second, clk)
 	st := packedStore(spokeKinds[0], pk)
-	start := time.Now()
 	for i := range 5 {
 		if err := st.Add(testNode(fmt.Sprintf("n%d", i), "1", nil)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		clk.Step(900 * time.Millisecond)
 		if packs(pk) != 0 {
-			t.Fatalf("packed %v after the first change, while changes came every 100ms and the quiet is 1s", time.Since(start))
+			t.Fatalf("packed after change %d, while changes came every 900ms and the quiet is 1s", i)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for packs(pk) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	clk.Step(100 * time.Millisecond)
 	if packs(pk) != 1 {
-		t.Fatalf("not packed within 5s of the last change")
+		t.Fatalf("packs %d once the last change was 1s old, want 1", packs(pk))
+	}
+	clk.Step(time.Hour)
+	if packs(pk) != 1 {
+		t.Fatalf("packs %d an hour later without a change, want 1", packs(pk))
 	}
 
-	stopped := newPacker(10 * time.Millisecond)
+	stopped := newPacker(10*time.Millisecond, clk)
 	st2 := packedStore(spokeKinds[0], stopped)
 	if err := st2.Add(testNode("a", "1", nil)); err != nil {
 		t.Fatal(err)
 	}
 	stopped.stop()
-	time.Sleep(100 * time.Millisecond)
+	clk.Step(time.Second)
 	if packs(stopped) != 0 {
 		t.Error("a stopped cache was packed")
 	}

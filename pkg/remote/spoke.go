@@ -54,8 +54,9 @@ func NewScheme() *runtime.Scheme {
 type spoke struct {
 	cluster string
 	server  string
-	// cache serves the cached reads, and its kinds' REST clients the live reads and patches.
+	// cache serves the cached reads; clients (one a kind) the live reads and the patches.
 	cache   *spokeCache
+	clients []*kindClient
 	timeout time.Duration
 	// closed is set when the connection is torn down; it holds the error to return.
 	closed atomic.Pointer[notConnectedError]
@@ -111,8 +112,8 @@ func (s *spoke) Patch(ctx context.Context, obj client.Object, patch client.Patch
 	if err := s.check(); err != nil {
 		return err
 	}
-	st, err := s.cache.storeFor(obj)
-	if err != nil || (st.spec.gvk != gvkNode && st.spec.gvk != gvkMachine) {
+	kc, err := clientFor(s.clients, obj)
+	if err != nil || (kc.spec.gvk != gvkNode && kc.spec.gvk != gvkMachine) {
 		return fmt.Errorf("%w: patch %T %s", ErrRequestNotAllowed, obj, client.ObjectKeyFromObject(obj))
 	}
 	data, err := patch.Data(obj)
@@ -121,7 +122,7 @@ func (s *spoke) Patch(ctx context.Context, obj client.Object, patch client.Patch
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	body, err := st.request(st.rc.Patch(patch.Type()), obj.GetNamespace()).Name(obj.GetName()).
+	body, err := kc.request(kc.rc.Patch(patch.Type()), obj.GetNamespace()).Name(obj.GetName()).
 		VersionedParams((&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions(), metav1.ParameterCodec).
 		SetHeader("Accept", patchAccept).Body(data).Stream(ctx)
 	if err != nil {
@@ -140,20 +141,20 @@ const patchAccept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v
 
 func (s *spoke) Server() string { return s.server }
 
-// liveReader reads straight from the spoke API server, with the cache's REST clients.
+// liveReader reads straight from the spoke API server, through the kind clients.
 type liveReader struct{ s *spoke }
 
 func (l liveReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if err := l.s.check(); err != nil {
 		return err
 	}
-	st, err := l.s.cache.storeFor(obj)
+	kc, err := clientFor(l.s.clients, obj)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := l.s.bound(ctx)
 	defer cancel()
-	return st.request(st.rc.Get(), key.Namespace).Name(key.Name).
+	return kc.request(kc.rc.Get(), key.Namespace).Name(key.Name).
 		VersionedParams((&client.GetOptions{}).ApplyOptions(opts).AsGetOptions(), metav1.ParameterCodec).
 		Do(ctx).Into(obj)
 }
@@ -162,14 +163,14 @@ func (l liveReader) List(ctx context.Context, list client.ObjectList, opts ...cl
 	if err := l.s.check(); err != nil {
 		return err
 	}
-	st, err := l.s.cache.storeFor(list)
+	kc, err := clientFor(l.s.clients, list)
 	if err != nil {
 		return err
 	}
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
 	ctx, cancel := l.s.bound(ctx)
 	defer cancel()
-	return st.request(st.rc.Get(), lo.Namespace).
+	return kc.request(kc.rc.Get(), lo.Namespace).
 		VersionedParams(lo.AsListOptions(), metav1.ParameterCodec).
 		Do(ctx).Into(list)
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,11 +32,11 @@ func TestPatchRequestIsNotClonedAndItsAnswerIsDrained(t *testing.T) {
 		answer = &countingBody{Reader: strings.NewReader(body)}
 		return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: answer, Request: req}
 	})
-	cc, err := newSpokeCache(cfg, hc, serializer.NewCodecFactory(NewScheme()), logr.Discard(), "ns/c1", func() {})
+	clients, err := newKindClients(cfg, hc, serializer.NewCodecFactory(NewScheme()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &spoke{cluster: "ns/c1", server: cfg.Host, cache: cc, timeout: time.Minute}
+	s := &spoke{cluster: "ns/c1", server: cfg.Host, clients: clients, timeout: time.Minute}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"pool":"infra"}}}`))
 

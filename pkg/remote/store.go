@@ -4,16 +4,13 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/rest"
 )
 
 // kindStore is one kind's records by name (Machines and MachineSets are all in one namespace),
-// filled by its kindLoop, and the kind's REST client, which the loop and the Spoke's live
-// reads and patches share.
+// filled by its kindLoop. It holds no client: the loop reads through the kind's kindClient,
+// and the Spoke's live reads and patches go through theirs.
 type kindStore struct {
 	spec   kindSpec
-	rc     rest.Interface
-	header watchHeader // the user agent and bearer token of its requests (request)
 	notify func()
 	packer *packer // nil: records are not packed
 
@@ -21,17 +18,6 @@ type kindStore struct {
 	items  map[string]*record
 	synced chan struct{} // closed by the first Replace
 	once   sync.Once
-}
-
-// request aims r at the kind's resource, in namespace when the kind is namespaced (every
-// namespace when it is empty), with the user agent and bearer token already set: client-go's
-// user-agent and bearer-token wrappers then pass it on as it is, where each would clone it
-// (request and header) to add its own, for as long as it is in flight (see watchHeader). A
-// kubeconfig with impersonation or a username and password still has a wrapper that clones.
-func (s *kindStore) request(r *rest.Request, namespace string) *rest.Request {
-	r = r.NamespaceIfScoped(namespace, s.spec.namespace != "").Resource(s.spec.resource)
-	s.header.each(func(k, v string) { r = r.SetHeader(k, v) })
-	return r
 }
 
 func (s *kindStore) Add(obj any) error {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// worker is a cluster's background goroutine (run): it connects, monitors the connection and
+// backs off, and is woken by Ensure when the wanted connection changes.
 type worker struct {
 	cancel context.CancelFunc
 	wake   chan struct{} // cap 1
