@@ -85,11 +85,10 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, clients []*kindClient, cod
 	for _, kc := range clients {
 		st := &kindStore{spec: kc.spec, notify: notify, packer: sc.packer, items: map[string]*record{}, synced: make(chan struct{})}
 		sc.packer.stores = append(sc.packer.stores, st)
-		loop, err := newKindLoop(kc, st, mc, hc, cfg.RateLimiter, codecs, clk)
+		loop, err := newKindLoop(kc, st, mc, hc, cfg.RateLimiter, codecs, clk, log, cluster)
 		if err != nil {
 			return nil, err
 		}
-		loop.log, loop.cluster = log, cluster
 		sc.stores = append(sc.stores, st)
 		sc.loops = append(sc.loops, loop)
 	}

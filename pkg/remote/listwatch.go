@@ -70,13 +70,13 @@ type eventDecoder interface {
 // newKindLoop builds the list-and-watch loop that fills st through kc: Nodes listed in
 // protobuf and decoded one at a time (decodeNodeList), Machines in JSON (decodeMachineList),
 // MachineSets as metadata only through mc; watches streamed over hc (streamWatch).
-func newKindLoop(kc *kindClient, st *kindStore, mc metadata.Interface, hc *http.Client, limiter flowcontrol.RateLimiter, codecs serializer.CodecFactory, clk clock.Clock) (*kindLoop, error) {
+func newKindLoop(kc *kindClient, st *kindStore, mc metadata.Interface, hc *http.Client, limiter flowcontrol.RateLimiter, codecs serializer.CodecFactory, clk clock.Clock, log logr.Logger, cluster string) (*kindLoop, error) {
 	k := kc.spec
 	request := func(o *metav1.ListOptions) *rest.Request {
 		o.LabelSelector = k.selector
 		return kc.request(kc.rc.Get(), k.namespace).VersionedParams(o, metav1.ParameterCodec)
 	}
-	loop := &kindLoop{store: st, clock: clk}
+	loop := &kindLoop{store: st, clock: clk, log: log, cluster: cluster}
 	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), k.gvk.GroupVersion())
 	var events func(io.ReadCloser) eventDecoder
 	switch {
