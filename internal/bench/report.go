@@ -378,7 +378,11 @@ type Report struct {
 		Unlimited              *RestartedRun `json:"unlimited,omitempty"`
 		UnlimitedSetupS        float64       `json:"unlimitedSetupS"`
 		UnlimitedNodesLabelled int           `json:"unlimitedNodesLabelled"`
-		Skipped                string        `json:"skipped,omitempty"`
+		// Restarted and UnlimitedRestarted are controllers restarted on the same clusters in
+		// sync, with the shipped soft limit and without: a restart's peak beside the adoption's.
+		Restarted          *RestartedRun `json:"restarted,omitempty"`
+		UnlimitedRestarted *RestartedRun `json:"unlimitedRestarted,omitempty"`
+		Skipped            string        `json:"skipped,omitempty"`
 	} `json:"simLarge"`
 	Restart struct {
 		Clusters int `json:"clusters"`
@@ -551,6 +555,9 @@ func (r *Report) Judge() {
 		}
 		add(g)
 	}
+	if sl.Skipped == "" && sl.Restarted != nil {
+		add(r.peaksRow())
+	}
 	iso := r.Isolation
 	if iso.Skipped != "" {
 		add(Goal{Figure: "Isolation", Goal: "≤ 1.1×", Skipped: true, Note: iso.Skipped})
@@ -682,6 +689,20 @@ func (r *Report) Markdown() string {
 		} else if u != nil {
 			p("A controller started without GOMEMLIMIT on the same clusters: %s.\n\n", u.Skipped)
 		}
+		for _, x := range []struct {
+			how string
+			run *RestartedRun
+		}{{"with the shipped soft limit, after the first adoption", sl.Restarted}, {"without GOMEMLIMIT, after the second", sl.UnlimitedRestarted}} {
+			if x.run == nil {
+				continue
+			}
+			if x.run.Skipped != "" {
+				p("A restart on the clusters in sync, %s: %s.\n\n", x.how, x.run.Skipped)
+				continue
+			}
+			p("A restart on the clusters in sync, %s: %d of %d InSync after %.0f s, RSS peak **%.0f MiB**; %s after, %.0f MiB RSS, %.0f MiB heap in use, %.0f MiB live (%.3f MiB RSS a cluster).\n\n",
+				x.how, x.run.InSync, sl.Clusters, x.run.AllInSyncS, x.run.PeakRSSMiB, r.Config.MemorySettle, x.run.Memory.RSSMiB, x.run.Memory.HeapInuseMiB, x.run.Memory.HeapAllocMiB, x.run.PerCluster.RSSMiB)
+		}
 	}
 	iso := r.Isolation
 	p("\n## 5. Isolation\n\n")
@@ -711,6 +732,30 @@ func (r *Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// peaksRow reports the peaks a Deployment's memory limit is sized by, at a shard's scale: an
+// adoption and a restart, each with the shipped soft limit and without.
+func (r *Report) peaksRow() Goal {
+	sl := r.SimLarge
+	peak := func(run *RestartedRun) string {
+		switch {
+		case run == nil:
+			return "not run"
+		case run.Skipped != "":
+			return fmt.Sprintf("%.0f MiB (%s)", run.PeakRSSMiB, run.Skipped)
+		}
+		return fmt.Sprintf("%.0f MiB", run.PeakRSSMiB)
+	}
+	adoptWith := fmt.Sprintf("%.0f MiB", sl.PeakRSSMiB)
+	if sl.InSync < sl.Clusters {
+		adoptWith += fmt.Sprintf(" (%d of %d InSync)", sl.InSync, sl.Clusters)
+	}
+	return Goal{Figure: fmt.Sprintf("Peak RSS at a shard's scale (%d simulated clusters, %d Nodes in each cache)", sl.Clusters, sl.CacheNodes),
+		Goal:     fmt.Sprintf("reported: what the Deployment's memory limit (%.0f MiB) is sized by", r.deploymentLimitMiB()),
+		Reported: true,
+		Measured: fmt.Sprintf("adoption %s with the soft limit, %s without; restart in sync %s with, %s without", adoptWith, peak(sl.Unlimited), peak(sl.Restarted), peak(sl.UnlimitedRestarted)),
+		Note:     "RSS sampled once a second until every cluster was InSync; " + r.gomemlimitNote()}
 }
 
 // deploymentLimitMiB is the memory limit of config/hub's manager container.

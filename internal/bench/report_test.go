@@ -141,3 +141,27 @@ func TestPerSpokeMemoryGoal(t *testing.T) {
 		}
 	}
 }
+
+// The peaks a pod is sized by are reported, never judged, and say which runs did not happen.
+func TestPeaksRow(t *testing.T) {
+	r := &Report{}
+	r.SimLarge.Clusters, r.SimLarge.InSync, r.SimLarge.CacheNodes, r.SimLarge.PeakRSSMiB = 2000, 2000, 100, 950
+	r.SimLarge.Unlimited = &RestartedRun{InSync: 2000, PeakRSSMiB: 1361}
+	r.SimLarge.Restarted = &RestartedRun{InSync: 2000, PeakRSSMiB: 880}
+	r.Judge()
+	i := slices.IndexFunc(r.Goals, func(g Goal) bool { return strings.HasPrefix(g.Figure, "Peak RSS at a shard's scale") })
+	if i < 0 {
+		t.Fatalf("no peaks row in %+v", r.Goals)
+	}
+	g := r.Goals[i]
+	want := "adoption 950 MiB with the soft limit, 1361 MiB without; restart in sync 880 MiB with, not run without"
+	if !g.Reported || g.Pass || g.Measured != want {
+		t.Errorf("peaks row %+v, want reported %q", g, want)
+	}
+	r = &Report{}
+	r.SimLarge.Skipped = "-sim-large-real-spokes 0"
+	r.Judge()
+	if slices.ContainsFunc(r.Goals, func(g Goal) bool { return strings.HasPrefix(g.Figure, "Peak RSS") }) {
+		t.Errorf("a peaks row without the larger caches' run: %+v", r.Goals)
+	}
+}

@@ -274,11 +274,14 @@ func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[
 	s.NodesLabelled = simNodesLabelled(ctx, spokes)
 	b.logf("sim-large: %d/%d InSync in %.0f s; RSS peak %.0f MiB, at the end %.0f MiB (heap %.0f MiB); %d Nodes labelled", got, n, s.AllInSyncS, s.PeakRSSMiB, s.Memory.RSSMiB, s.Memory.HeapInuseMiB, s.NodesLabelled)
 	if got == n {
+		// A restart on them in sync, as shipped: its peak beside the adoption's.
+		proc.stop()
+		s.Restarted = b.restartedMemory(ctx, "sim-large-restart", b.memLimit, n, b.cfg.RestartTimeout)
+		b.logRestarted("sim-large restart", s.Restarted, n)
 		// The same clusters adopted again, by a controller without GOMEMLIMIT: the per-spoke
 		// cost at a shard's scale after an adoption's writes, which the soft limit does not
 		// squeeze (the run above held the heap near it). Their Machines and Nodes are made
 		// again, unlabelled, so that every cluster needs its writes again.
-		proc.stop()
 		start := time.Now()
 		err := clearSpokes(ctx, spokes)
 		if err == nil {
@@ -296,7 +299,15 @@ func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[
 		s.Unlimited = u
 		s.UnlimitedNodesLabelled = simNodesLabelled(ctx, spokes)
 		b.logf("sim-large without GOMEMLIMIT: set up again in %.0f s; %d/%d InSync in %.0f s; %d Nodes labelled; RSS %.0f MiB (peak %.0f), %.3f MiB a cluster %s", s.UnlimitedSetupS, u.InSync, n, u.AllInSyncS, s.UnlimitedNodesLabelled, u.Memory.RSSMiB, u.PeakRSSMiB, u.PerCluster.RSSMiB, u.Skipped)
+		if u.Skipped == "" {
+			s.UnlimitedRestarted = b.restartedMemory(ctx, "sim-large-unlimited-restart", "", n, b.cfg.RestartTimeout)
+			b.logRestarted("sim-large restart without GOMEMLIMIT", s.UnlimitedRestarted, n)
+		}
 	}
+}
+
+func (b *bench) logRestarted(what string, r *RestartedRun, n int) {
+	b.logf("%s: %d/%d InSync in %.0f s; RSS peak %.0f MiB, at rest %.0f MiB, %.3f MiB a cluster %s", what, r.InSync, n, r.AllInSyncS, r.PeakRSSMiB, r.Memory.RSSMiB, r.PerCluster.RSSMiB, r.Skipped)
 }
 
 // forClusters runs f for each of n simulated clusters, 16 at a time.
