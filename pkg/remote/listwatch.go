@@ -47,9 +47,8 @@ const watchTimeoutMin = 5 * time.Minute
 // kind): a connect costs the spoke's API server less CPU this way, though it is 7 requests with
 // the probe, not 4. The API server writes a streaming list's objects one watch event at a time,
 // and converts each custom resource on its own (a MachineSet to PartialObjectMetadata, a Machine
-// to JSON): 9.1 ms of its CPU a connect listed, 11.6 ms streamed, on a kube-apiserver 1.36
-// holding 40 Nodes, Machines and MachineSets, and a shard's restart is faster listed
-// (docs/benchmark-notes.md has the runs). Kubernetes 1.33 turns the WatchList feature off by
+// to JSON), so a connect costs it more CPU streamed than listed, and a shard's restart is
+// faster listed (docs/benchmark-notes.md has the measurements). Kubernetes 1.33 turns the WatchList feature off by
 // default, so most spokes could not stream lists anyway.
 type kindLoop struct {
 	store   *kindStore

@@ -14,9 +14,8 @@ import (
 // small heap objects (the record, its identity string, its label handles...) allocated among the
 // decoding's garbage, many times their size. Go's heap does not move objects: once the garbage is
 // freed, each span that holds one of a record's objects stays in use with its free slots, and a
-// spoke's records end up spread over hundreds of mostly empty spans. Measured with hack/heapdump
-// (10 spokes of 100 Nodes just adopted, each object's span and allocation site): 126 KiB of
-// records a spoke held 179 KiB of free span slots in use with them.
+// spoke's records end up spread over hundreds of mostly empty spans, more free slots in use than
+// records (hack/heapdump shows each object's span and allocation site; docs/benchmark-notes.md).
 //
 // So once a spoke's cache has gone quiet after a burst (its lists, a wave of writes; packQuiet),
 // its records are copied into an arena: one array per type, each allocated once and at its exact
@@ -28,9 +27,8 @@ import (
 
 // packQuiet is how long a spoke's cache must go without a change to a record before its records
 // are packed: a burst (a connect's lists, a wave of writes and their events) is over by then.
-// Longer is worse: with 30 s, a restart of make bench's 2,000 clusters packed them all later, in
-// one wave whose garbage was still in the RSS 45 s after the last was InSync (0.579 MiB a
-// cluster, against 0.382 with 5 s).
+// Longer is worse: a restart of a shard then packs every spoke later, in one wave whose garbage
+// is still in the RSS well after the last cluster is InSync.
 const packQuiet = 5 * time.Second
 
 // packLooseShare: records are packed when at least 1/packLooseShare of them were made (or
