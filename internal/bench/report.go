@@ -704,6 +704,7 @@ func (r *Report) Markdown() string {
 				x.how, x.run.InSync, sl.Clusters, x.run.AllInSyncS, x.run.PeakRSSMiB, r.Config.MemorySettle, x.run.Memory.RSSMiB, x.run.Memory.HeapInuseMiB, x.run.Memory.HeapAllocMiB, x.run.PerCluster.RSSMiB)
 		}
 	}
+	p("What each hand-written piece of the spoke cache (pkg/remote) saves against the library it replaces, measured by switching it off, and whether it stays: [benchmark-notes.md, the hand-written pieces](benchmark-notes.md#the-hand-written-pieces-what-each-saves-and-whether-it-stays).\n\n")
 	iso := r.Isolation
 	p("\n## 5. Isolation\n\n")
 	if iso.Skipped != "" {

@@ -269,8 +269,9 @@ func (t *trackedConn) Read(p []byte) (int, error) { return t.recordReads.read(t.
 // buffer has room for; a read that brings part of the next record leaves too little room for
 // the record after it, and the buffer doubles. It never shrinks. A spoke connection's lists
 // arrive in full 16 KiB records, so its buffer grew past the doubling from 16 KiB that one
-// record needs; read a record at a time it stops there (docs/benchmark-notes.md). The parse only ever shortens a read, so a
-// byte stream that is not TLS records (a proxy's CONNECT answer) still reads correctly.
+// record needs; read a record at a time it stops there (docs/benchmark-notes.md). The parse
+// only ever shortens a read, so a byte stream that is not TLS records (a proxy's CONNECT
+// answer) still reads correctly.
 type recordReads struct {
 	header [5]byte
 	inHdr  int // bytes of the next record's header read so far
@@ -310,9 +311,10 @@ func (t *trackedConn) Close() error {
 // token that client-go's transport wrappers would add. A wrapper that adds a header clones
 // the request first, and x/net keeps the request it is given for as long as the stream is
 // open: with a token, two clones of each watch request, each with its own "Bearer " string,
-// lived as long as the watch (about 1.5 KiB a watch). With the headers already there, the wrappers pass the request on as it
-// is, and a spoke's watches share one "Bearer " string. A token can only be inline (a
-// kubeconfig naming a token file is refused), so it never changes under a connection.
+// lived as long as the watch (about 1.5 KiB a watch). With the headers already there, the
+// wrappers pass the request on as it is, and a spoke's watches share one "Bearer " string. A
+// token can only be inline (a kubeconfig naming a token file is refused), so it never changes
+// under a connection.
 type watchHeader struct{ accept, userAgent, authorization string }
 
 // newWatchHeader returns a spoke's watch header without its Accept: the spoke's kinds set
