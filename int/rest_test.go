@@ -410,9 +410,8 @@ func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
 	changeAndConverge(t, ctx, s, "example.com/after-revoke", "yes", time.Minute)
 }
 
-// Once a spoke has been quiet for 5 s its cache packs its records (pkg/remote/pack.go). Node
-// heartbeats after that (status updates: only a record's resourceVersion moves, and it is stored
-// in place) cost the spoke no request from the controller, and the packed cache still serves it:
+// Node heartbeats (status updates: only a record's resourceVersion moves, and it is stored in
+// place) cost the spoke no request from the controller, and the cache still serves it:
 // a pool change then takes one patch an object, each carrying a resourceVersion the API server
 // accepts (a stale one would fail with 409 and be read again), and another component's taint on
 // a Node, kept in the record's interned taint list, is written back with its timeAdded as it was.
@@ -444,7 +443,7 @@ func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
 	if stored == nil {
 		t.Fatal("the API server dropped the taint's timeAdded")
 	}
-	time.Sleep(8 * time.Second) // quiet: the records are packed
+	time.Sleep(8 * time.Second) // quiet: the cache has the update, and the controller has done with it
 
 	controllerRequests := func(offset int) map[string]int {
 		out := map[string]int{}

@@ -259,7 +259,7 @@ func site(frames []string) string {
 
 // owners sorts allocation sites into what holds the memory, by the packages on their stacks.
 var owners = []struct{ name, pattern string }{
-	{"spoke records (pkg/remote: compact, pack)", `hub-node-metadata/pkg/remote\.(compact|pairsOf|internTaints|packRecords|\(\*record\)|decodeMachine|\(\*packer\))`},
+	{"spoke records (pkg/remote: compact)", `hub-node-metadata/pkg/remote\.(compact|pairsOf|internTaints|\(\*record\)|decodeMachine)`},
 	{"spoke connections (TLS, HTTP/2, sockets)", `crypto/|golang\.org/x/net/http2|net/http\.|^net\.|vendor/golang\.org`},
 	{"spoke clients and loops (pkg/remote)", `hub-node-metadata/pkg/remote\.|k8s\.io/client-go/rest\.|k8s\.io/client-go/metadata`},
 	{"hub caches and clients", `k8s\.io/client-go/tools/cache|controller-runtime/pkg/cache|k8s\.io/apimachinery/pkg/runtime/serializer|k8s\.io/client-go/`},

@@ -43,8 +43,6 @@ var cpuRules = []rule{
 // heapRules name a live allocation by what holds it, checked from the allocating frame up.
 var heapRules = []rule{
 	{"pkg/remote.compact", "spoke records"},
-	{"pkg/remote.packRecords", "spoke records"},
-	{"pkg/remote.(*packer)", "spoke records"},
 	{"pkg/remote.(*kindStore)", "spoke records"},
 	{"unique.Make", "spoke records (interned labels)"},
 	{"crypto/tls", "TLS connections"},

@@ -39,7 +39,6 @@ const (
 type spokeCache struct {
 	stores []*kindStore
 	loops  []*kindLoop
-	packer *packer // packs the stores' records once the spoke goes quiet (pack.go)
 }
 
 type kindSpec struct {
@@ -74,17 +73,16 @@ const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=Part
 // newSpokeCache builds the cache over the spoke's kind clients (one for each of spokeKinds,
 // in order); it does no I/O until Start. notify is called (from the loops' goroutines) after
 // each change that makes a difference to a record, except during the first list. clk drives
-// the loops' backoff and the packer.
+// the loops' backoff.
 // log gets cluster as a field at each call (see Manager.run for why it is not bound).
 func newSpokeCache(cfg *rest.Config, hc *http.Client, clients []*kindClient, codecs serializer.CodecFactory, log logr.Logger, cluster string, clk clock.WithDelayedExecution, notify func()) (*spokeCache, error) {
-	sc := &spokeCache{packer: newPacker(packQuiet, clk)}
+	sc := &spokeCache{}
 	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
 	for _, kc := range clients {
-		st := &kindStore{spec: kc.spec, notify: notify, packer: sc.packer, items: map[string]*record{}, synced: make(chan struct{})}
-		sc.packer.stores = append(sc.packer.stores, st)
+		st := &kindStore{spec: kc.spec, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
 		loop, err := newKindLoop(kc, st, mc, hc, cfg.RateLimiter, codecs, clk, log, cluster)
 		if err != nil {
 			return nil, err
@@ -97,7 +95,6 @@ func newSpokeCache(cfg *rest.Config, hc *http.Client, clients []*kindClient, cod
 
 // Start runs the loops until ctx is done (the last one in the calling goroutine).
 func (sc *spokeCache) Start(ctx context.Context) {
-	defer sc.packer.stop()
 	var wg sync.WaitGroup
 	last := len(sc.loops) - 1
 	for _, l := range sc.loops[:last] {

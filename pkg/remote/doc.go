@@ -112,11 +112,7 @@
 // patches, never Update from them. An update keeps the fields it did not change in the old record's
 // memory, and one that changes nothing in the record but a numeric resourceVersion (a Node
 // heartbeat, a re-list) stores that version in the record it has, makes no record and is not
-// notified. Once a spoke's cache has gone 5 s without a change after a burst (its lists, a wave of
-// writes) that left at least an eighth of its records loose, they are packed (pack.go): copied
-// into one arena of a few arrays, each on spans of its own, so that the loose records' objects,
-// scattered among the burst's garbage, are freed with it. The codecs are shared by every
-// connection.
+// notified. The codecs are shared by every connection.
 //
 // # Layout
 //
@@ -131,7 +127,7 @@
 //   - cache.go: a spoke's cache and its reads; store.go: one kind's records;
 //     listwatch.go: the list-and-watch loop that fills a store, with its decoders
 //     (nodelist.go, machinejson.go);
-//   - compact.go and record.go: what a record keeps and how; pack.go: packing records;
+//   - compact.go and record.go: what a record keeps and how;
 //   - reason.go and metrics.go: what the Manager reports; dial.go: a one-shot reader for
 //     command-line tools.
 //

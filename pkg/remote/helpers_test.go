@@ -40,6 +40,7 @@ type fakeSpoke struct {
 	srv           *httptest.Server
 	token         atomic.Value // string
 	versionStatus atomic.Int32 // 0 = 200
+	watchStatus   atomic.Int32 // 0 = 200
 	// versionGate, when set before the first request, holds every /version request until
 	// it is closed; versionInFlight and versionMaxSeen count them.
 	versionGate                     chan struct{}
@@ -142,6 +143,10 @@ const fakeNode = `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","uid"
 // serveWatch holds a watch open until the client goes.
 func (f *fakeSpoke) serveWatch(w http.ResponseWriter, r *http.Request) {
 	f.watches.Add(1)
+	if code := f.watchStatus.Load(); code != 0 {
+		writeStatus(w, int(code), "InternalError")
+		return
+	}
 	if r.URL.Query().Has("sendInitialEvents") {
 		f.streams.Add(1)
 	}

@@ -555,11 +555,12 @@ func TestCacheEnsureReadsSecretOncePerVersion(t *testing.T) {
 	}
 }
 
-// The Manager's clock drives its caches too: with a fake one, a connected spoke's records are
-// packed when the clock has gone packQuiet past the lists, and not before, however long the
-// test takes in real time.
+// The Manager's clock drives its caches too: with a fake one, a kind whose watches fail is
+// retried when the clock has gone its backoff past the failure, and not before, however long
+// the test takes in real time.
 func TestCacheRunsOnTheManagersClock(t *testing.T) {
 	spokeSrv := newFakeSpoke(t, "tok")
+	spokeSrv.watchStatus.Store(500) // Internal Server Error
 	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
 	clk := clocktesting.NewFakeClock(time.Now())
 	opts := fastOptions()
@@ -571,17 +572,14 @@ func TestCacheRunsOnTheManagersClock(t *testing.T) {
 	if got := c.Status(testCluster).Since; !got.Equal(clk.Now()) {
 		t.Errorf("Status.Since %v, want the fake clock's %v", got, clk.Now())
 	}
-	c.mu.Lock()
-	pk := c.clusters[testCluster].live.cache.packer
-	c.mu.Unlock()
-	packs := func() int { pk.mu.Lock(); defer pk.mu.Unlock(); return pk.packs }
-	time.Sleep(100 * time.Millisecond) // real time: nothing may come of it
-	clk.Step(packQuiet - time.Millisecond)
-	if n := packs(); n != 0 {
-		t.Fatalf("packed %d times before the fake clock reached packQuiet", n)
+	kinds := int64(len(spokeKinds))
+	eventually(t, "every kind's watch refused", 5*time.Second, func() bool { return spokeSrv.watches.Load() >= kinds })
+	time.Sleep(2*loopBackoff.Duration + 100*time.Millisecond) // past the first wait in real time: nothing may come of it
+	if n := spokeSrv.watches.Load() + spokeSrv.lists.Load(); n != 2*kinds {
+		t.Fatalf("%d lists and watches before the fake clock moved, want %d: a kind retried on the real clock", n, 2*kinds)
 	}
-	clk.Step(time.Millisecond)
-	if n := packs(); n != 1 {
-		t.Fatalf("packs %d once the fake clock reached packQuiet, want 1", n)
-	}
+	clk.Step(2 * loopBackoff.Duration) // past the first wait, jitter included
+	eventually(t, "every kind retried once the fake clock passed its backoff", 5*time.Second, func() bool {
+		return spokeSrv.watches.Load() >= 2*kinds
+	})
 }

@@ -12,7 +12,6 @@ import (
 type kindStore struct {
 	spec   kindSpec
 	notify func()
-	packer *packer // nil: records are not packed
 
 	mu     sync.RWMutex
 	items  map[string]*record
@@ -36,9 +35,6 @@ func (s *kindStore) Add(obj any) error {
 	if differs {
 		s.changed()
 	}
-	if !kept {
-		s.packer.touch(1)
-	}
 	return nil
 }
 
@@ -54,7 +50,6 @@ func (s *kindStore) Delete(obj any) error {
 	s.mu.Unlock()
 	if had {
 		s.changed()
-		s.packer.touch(1)
 	}
 	return nil
 }
@@ -67,7 +62,6 @@ func (s *kindStore) Replace(list []*record) {
 	s.mu.RUnlock()
 	items := make(map[string]*record, len(list))
 	differs := len(old) != len(list)
-	made := 0
 	for _, r := range list {
 		o := old[r.name()]
 		if o == nil || r.shareWith(o) {
@@ -77,12 +71,10 @@ func (s *kindStore) Replace(list []*record) {
 			continue
 		}
 		items[r.name()] = r // after shareWith, as in Add
-		made++
 	}
 	s.mu.Lock()
 	s.items = items
 	s.mu.Unlock()
-	s.packer.touch(made + max(len(old)-len(list), 0))
 	first := false
 	s.once.Do(func() { first = true; close(s.synced) })
 	if !first && differs {
