@@ -92,7 +92,7 @@ func realNode(i int) *corev1.Node {
 			BootID: "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9", KernelVersion: "5.14.0-427.50.1.el9_4.x86_64",
 			OSImage:                 "Red Hat Enterprise Linux CoreOS 416.94.202411261619-0 (Plow)",
 			ContainerRuntimeVersion: "cri-o://1.29.10-3.rhaos4.16.git319967c.el9", KubeletVersion: "v1.29.10+67d3387",
-			KubeProxyVersion: "v1.29.10+67d3387", OperatingSystem: "linux", Architecture: "amd64"},
+			OperatingSystem: "linux", Architecture: "amd64"},
 	}
 	for _, c := range []struct {
 		t      corev1.NodeConditionType
@@ -168,7 +168,7 @@ func managedFields(apiVersion string, fieldsOf map[string]int) []metav1.ManagedF
 		}
 		b.WriteString(`}}}`)
 		out = append(out, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: apiVersion,
-			Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: b.Bytes()}})
+			Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(b.String())})
 	}
 	return out
 }
