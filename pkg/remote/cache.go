@@ -75,7 +75,7 @@ const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=Part
 // each change that makes a difference to a record, except during the first list. clk drives
 // the loops' backoff.
 // log gets cluster as a field at each call (see Manager.run for why it is not bound).
-func newSpokeCache(cfg *rest.Config, hc *http.Client, clients []*kindClient, codecs serializer.CodecFactory, log logr.Logger, cluster string, clk clock.WithDelayedExecution, notify func()) (*spokeCache, error) {
+func newSpokeCache(cfg *rest.Config, hc *http.Client, clients []*kindClient, codecs serializer.CodecFactory, log logr.Logger, cluster string, clk clock.Clock, notify func()) (*spokeCache, error) {
 	sc := &spokeCache{}
 	mc, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {
