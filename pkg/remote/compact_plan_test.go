@@ -67,12 +67,11 @@ func throughRecords[T any](t *testing.T, in []T) []T {
 		}
 		recs[i] = r
 	}
-	return servedFrom(t, recs, func(r *record) T { return *(expand(r, any(new(T))).(*T)) })
+	return servedFrom(recs, func(r *record) T { return *(expand(r, any(new(T))).(*T)) })
 }
 
 // servedFrom returns what the cache serves from recs.
-func servedFrom[T any](t *testing.T, recs []*record, as func(*record) T) []T {
-	t.Helper()
+func servedFrom[T any](recs []*record, as func(*record) T) []T {
 	out := make([]T, len(recs))
 	for i, r := range recs {
 		out[i] = as(r)
@@ -113,7 +112,7 @@ func machinesThroughRecords(t *testing.T, in []machinev1beta1.Machine) []machine
 		}
 		recs[i] = r
 	}
-	return servedFrom(t, recs, (*record).asMachine)
+	return servedFrom(recs, (*record).asMachine)
 }
 
 // machineSetsThroughRecords returns the MachineSets as the spoke cache serves
@@ -128,7 +127,7 @@ func machineSetsThroughRecords(t *testing.T, in []machinev1beta1.MachineSet) []m
 		}
 		recs[i] = r
 	}
-	return servedFrom(t, recs, (*record).asMachineSet)
+	return servedFrom(recs, (*record).asMachineSet)
 }
 
 func describeTargets(ts []nmsync.Target) []string {
