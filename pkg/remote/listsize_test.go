@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"runtime"
 	"slices"
 	"sync"
@@ -466,7 +467,7 @@ func BenchmarkWatchingLoops(b *testing.B) {
 						closers = append(closers, closer)
 						mu.Unlock()
 						defer watching.Done()
-						return watch.NewStreamWatcher(d, errorReporter{}), nil
+						return watch.NewStreamWatcher(d, apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding")), nil
 					},
 				}
 				r := cache.NewReflector(lw, &corev1.Node{}, cache.NewStore(cache.MetaNamespaceKeyFunc), 0)
@@ -522,11 +523,4 @@ func BenchmarkWatchingLoops(b *testing.B) {
 			b.ReportMetric(heap, "heap-KiB/loop")
 		})
 	}
-}
-
-// errorReporter turns a watch's read error into an Error event, as client-go's does.
-type errorReporter struct{}
-
-func (errorReporter) AsObject(err error) k8sruntime.Object {
-	return &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
 }
