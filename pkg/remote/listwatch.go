@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -360,7 +361,7 @@ func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
 	}
 	switch typ := watch.EventType(got.Type); typ {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Error, watch.Bookmark:
-		obj, err := runtime.Decode(d.objects, got.Object.Raw)
+		obj, err := eventObject(d.objects, got.Object.Raw)
 		if err != nil {
 			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
 		}
@@ -371,6 +372,18 @@ func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
 }
 
 func (d *protoEvents) Close() { _ = d.body.Close() }
+
+// eventObject decodes a protobuf watch event's object: a Node as decodeNode does (a kubelet's
+// heartbeat is a whole Node each time), anything else (an error's Status) with objects.
+func eventObject(objects runtime.Decoder, raw []byte) (runtime.Object, error) {
+	if msg, ok := bytes.CutPrefix(raw, protoMagic); ok {
+		var env runtime.Unknown
+		if env.Unmarshal(msg) == nil && env.APIVersion == "v1" && env.Kind == "Node" {
+			return decodeNode(env.Raw)
+		}
+	}
+	return runtime.Decode(objects, raw)
+}
 
 // statusError is the API error a failed response carries (a Status), or one made from its code.
 func statusError(resp *http.Response, neg runtime.ClientNegotiator, mediaType string, params map[string]string) error {

@@ -60,11 +60,11 @@ func decodeNodeList(body []byte, contentType string) ([]*record, string, error) 
 		case 1: // metadata
 			return meta.Unmarshal(v)
 		case 2: // items
-			var n corev1.Node
-			if err := n.Unmarshal(v); err != nil {
+			n, err := decodeNode(v)
+			if err != nil {
 				return err
 			}
-			r, err := compact(&n)
+			r, err := compact(n)
 			if err != nil {
 				return err
 			}
@@ -76,6 +76,81 @@ func decodeNodeList(body []byte, contentType string) ([]*record, string, error) 
 		return nil, "", fmt.Errorf("decoding the Node list: %w", err)
 	}
 	return items, meta.ResourceVersion, nil
+}
+
+// decodeNode decodes a Node's protobuf message (an envelope's raw) but for its status, of which
+// it decodes the conditions only: the one part of the status a record reads. The rest of a real
+// worker's status (its images, addresses, capacity and system info) is most of its bytes, and a
+// kubelet posts the whole Node again at least every 5 minutes, each a watch event at the hub.
+// The metadata, the spec and each condition are decoded by the generated code, as a whole
+// decoding would. A message that is not as an API server writes it (fields that cannot be
+// walked, or one of these of another wire type, or refused by the generated code) is decoded
+// whole, and fails or not as the generated code decides.
+func decodeNode(msg []byte) (*corev1.Node, error) {
+	n := &corev1.Node{}
+	if nodeFields(msg, n) {
+		return n, nil
+	}
+	n = &corev1.Node{}
+	if err := n.Unmarshal(msg); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// nodeFields decodes into n what decodeNode keeps of msg, and reports whether it could.
+func nodeFields(msg []byte, n *corev1.Node) bool {
+	return eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		switch num {
+		case nodeMetadataField:
+			return typ == protowire.BytesType && n.ObjectMeta.Unmarshal(v) == nil
+		case nodeSpecField:
+			return typ == protowire.BytesType && n.Spec.Unmarshal(v) == nil
+		case nodeStatusField:
+			return typ == protowire.BytesType && eachField(v, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+				if num != nodeConditionsField {
+					return true
+				}
+				var c corev1.NodeCondition
+				if typ != protowire.BytesType || c.Unmarshal(v) != nil {
+					return false
+				}
+				n.Status.Conditions = append(n.Status.Conditions, c)
+				return true
+			})
+		}
+		return true
+	})
+}
+
+// Field numbers of k8s.io/api's core/v1 generated.proto.
+const (
+	nodeMetadataField   protowire.Number = 1 // Node.metadata
+	nodeSpecField       protowire.Number = 2 // Node.spec
+	nodeStatusField     protowire.Number = 3 // Node.status
+	nodeConditionsField protowire.Number = 4 // NodeStatus.conditions
+)
+
+// eachField calls f with the number, wire type and value (a length-delimited field's contents,
+// nil for other types) of each field of a protobuf message, in order, while f returns true; false
+// if f did, or if the message's fields cannot be walked.
+func eachField(msg []byte, f func(protowire.Number, protowire.Type, []byte) bool) bool {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeField(msg)
+		if n < 0 {
+			return false
+		}
+		var v []byte
+		if typ == protowire.BytesType {
+			_, _, tag := protowire.ConsumeTag(msg)
+			v, _ = protowire.ConsumeBytes(msg[tag:])
+		}
+		msg = msg[n:]
+		if !f(num, typ, v) {
+			return false
+		}
+	}
+	return true
 }
 
 // eachBytesField calls f with the number and value of each length-delimited field of a

@@ -74,7 +74,11 @@ func TestProtoEvents(t *testing.T) {
 		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1", ResourceVersion: "11", Labels: map[string]string{"a": "b"}},
 		Spec:       corev1.NodeSpec{ProviderID: "aws:///i-1", Taints: []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}}},
-		Status:     corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"quay.io/x@sha256:0"}, SizeBytes: 1}}},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionUnknown}},
+			Images:     []corev1.ContainerImage{{Names: []string{"quay.io/x@sha256:0"}, SizeBytes: 1}},
+			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.33.5"},
+		},
 	}
 	bigger := node.DeepCopy()
 	bigger.ResourceVersion = "12"
@@ -98,12 +102,14 @@ func TestProtoEvents(t *testing.T) {
 		if err != nil || wantErr != nil {
 			t.Fatalf("event %d: %v (client-go's reader: %v)", i, err, wantErr)
 		}
+		conditionsOnly(wantObj)
 		got, want = append(got, watch.Event{Type: typ, Object: obj}), append(want, watch.Event{Type: wantTyp, Object: wantObj})
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-client-go's reader +protoEvents):\n%s", diff)
 	}
-	if n := got[0].Object.(*corev1.Node); n.Labels["a"] != "b" || n.Spec.Taints[0].Value != "v" || n.Spec.ProviderID != "aws:///i-1" {
+	if n := got[0].Object.(*corev1.Node); n.Labels["a"] != "b" || n.Spec.Taints[0].Value != "v" || n.Spec.ProviderID != "aws:///i-1" ||
+		len(n.Status.Conditions) != 2 || n.Status.Images != nil || n.Status.NodeInfo.KubeletVersion != "" {
 		t.Errorf("first event's Node: %+v", n)
 	}
 	if _, _, err := ours.Decode(); !errors.Is(err, io.EOF) {
@@ -135,5 +141,13 @@ func TestProtoEvents(t *testing.T) {
 	binary.BigEndian.PutUint32(huge[:], maxEventBytes+1)
 	if large, _ := readers(huge[:]); decodeErr(large) == nil {
 		t.Error("a frame above maxEventBytes was read")
+	}
+}
+
+// conditionsOnly cuts a Node's status to its conditions, all of it that decodeNode decodes;
+// any other object is left as it is.
+func conditionsOnly(obj runtime.Object) {
+	if n, ok := obj.(*corev1.Node); ok {
+		n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions}
 	}
 }
