@@ -35,6 +35,7 @@ func TestBenchPipeline(t *testing.T) {
 	// The simulation clears and shares the 4 healthy ones.
 	cfg.MaxRealSpokes, cfg.MaxRealNodes = 5, 2
 	cfg.SimClusters, cfg.SimRealSpokes, cfg.SimTimeout, cfg.SimSteady = 20, 0, 3*time.Minute, 3*time.Second
+	cfg.SimHeartbeat = time.Second // each of the 20 Nodes posts about 3 times in the window
 	cfg.SimLargeRealSpokes = 2
 	// A faster HTTP/2 health check than client-go's 30 s + 15 s, so that the
 	// dead-spoke step takes seconds (the report prints it as an override).
@@ -171,6 +172,11 @@ func TestBenchPipeline(t *testing.T) {
 	cpuRow := slices.IndexFunc(rep.Goals, func(g bench.Goal) bool { return strings.HasPrefix(g.Figure, "Controller CPU at 20 clusters in sync") })
 	if s := rep.Sim; s.SteadyS != 3 || s.SteadyCPUPercent <= 0 || cpuRow < 0 || rep.Goals[cpuRow].Skipped {
 		t.Errorf("in-sync CPU: %.0f s, %.2f%%, goal row %d of %+v", s.SteadyS, s.SteadyCPUPercent, cpuRow, rep.Goals)
+	}
+	// In that window the Nodes posted real workers' statuses, each a watch event at the 5 caches
+	// of its spoke (20 clusters on 4 spokes), and got their own statuses back afterwards.
+	if hb := rep.Sim.Heartbeats; hb.Posted < 20 || hb.Failed != 0 || hb.Events != 5*hb.Posted || hb.NodeBytes < 8<<10 || !hb.Restored {
+		t.Errorf("Node heartbeats: %+v", hb)
 	}
 	if fi, err := os.Stat(filepath.Join(cfg.OutDir, "controller-steady-cpu.pprof")); err != nil || fi.Size() == 0 {
 		t.Errorf("in-sync CPU profile: %v", err)

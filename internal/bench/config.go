@@ -75,6 +75,11 @@ type Config struct {
 	// (about a second of CPU each at 2,000 clusters), which a window of 2
 	// minutes held or not, reading about 3% or 7%.
 	SimSteady time.Duration
+	// SimHeartbeat is how often each Node of the simulation's spokes posts its status during
+	// the in-sync window, as its kubelet does when nothing changes (nodeStatusReportFrequency,
+	// 5 minutes), a real worker's status each time: every post is a watch event, the size of a
+	// real worker's Node, at each cache that holds the Node (0: no heartbeats).
+	SimHeartbeat time.Duration
 	// MemorySettle is how long the controller runs on once every cluster is InSync before its
 	// memory is measured: the state a controller at rest spends its life in, after what it
 	// does once a burst is over: freed heap is returned once the burst has left the heap
@@ -136,7 +141,7 @@ func DefaultConfig() Config {
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100, 250}, GrowthNodesSpokes: 10,
-		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, StartProfile: 30 * time.Second, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimRSSCapMiB: 6144,
+		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 6 * time.Minute, StartProfile: 30 * time.Second, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimHeartbeat: 5 * time.Minute, SimRSSCapMiB: 6144,
 		SimLargeRealSpokes: 20,
 		MaxRealSpokes:      50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,

@@ -48,26 +48,30 @@ func TestGOMEMLIMITNote(t *testing.T) {
 }
 
 // The in-sync CPU row passes only on a window that outlasts the resync period and holds a
-// reconcile a cluster, at the goal's 2,000 clusters, under 5% of a core.
+// reconcile a cluster and the Nodes' heartbeats, at the goal's 2,000 clusters, under 5% of a
+// core.
 func TestSteadyCPUGoal(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		clusters   int
 		windowS    float64
 		reconciles float64
+		heartbeats int64
 		percent    float64
 		pass       bool
 	}{
-		{"met", 2000, 720, 2050, 3, true},
-		{"over the goal", 2000, 720, 2050, 6, false},
-		{"a window without every resync", 2000, 120, 2050, 3, false},
-		{"fewer reconciles than clusters", 2000, 720, 1500, 3, false},
-		{"too few clusters", 200, 720, 250, 3, false},
+		{"met", 2000, 720, 2050, 4800, 3, true},
+		{"over the goal", 2000, 720, 2050, 4800, 6, false},
+		{"a window without every resync", 2000, 120, 2050, 4800, 3, false},
+		{"fewer reconciles than clusters", 2000, 720, 1500, 4800, 3, false},
+		{"too few clusters", 200, 720, 250, 4800, 3, false},
+		{"no heartbeats", 2000, 720, 2050, 0, 3, false},
 	} {
 		r := &Report{}
 		r.Config.ResyncPeriod = 10 * time.Minute
 		r.Sim.Clusters, r.Sim.InSync, r.Sim.SteadyS, r.Sim.SteadyCPUPercent = c.clusters, c.clusters, c.windowS, c.percent
 		r.Sim.SteadyReconciles = c.reconciles
+		r.Sim.Heartbeats = heartbeatTally{Posted: c.heartbeats, Events: 42 * c.heartbeats, NodeBytes: 12 << 10, Restored: true}
 		r.Judge()
 		i := slices.IndexFunc(r.Goals, func(g Goal) bool { return strings.HasPrefix(g.Figure, "Controller CPU at") })
 		if i < 0 {

@@ -22,6 +22,7 @@ func (b *bench) fillConfig() {
 	r.Spokes, r.Nodes, r.ReactionSamples = c.Spokes, c.Nodes, c.ReactionSamples
 	r.SimClusters, r.SimRealSpokes, r.SimNodes, r.MaxRealSpokes = c.SimClusters, c.SimRealSpokes, c.SimNodes, c.MaxRealSpokes
 	r.Idle, r.Delay, r.MemorySettle, r.StartProfile = c.Idle.String(), c.Delay.String(), c.MemorySettle.String(), c.StartProfile.String()
+	r.SimHeartbeat = c.SimHeartbeat.String()
 	r.GrowthSpokes, r.GrowthNodes, r.GrowthNodesSpokes = c.GrowthSpokes, c.GrowthNodes, c.GrowthNodesSpokes
 	r.HubQPS, r.HubBurst, r.SpokeQPS, r.SpokeBurst = c.HubQPS, c.HubBurst, c.SpokeQPS, c.SpokeBurst
 	r.MaxConcurrentClusters, r.WritesPerCluster = b.defaults.MaxConcurrentClusters, b.defaults.WritesPerCluster

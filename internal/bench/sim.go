@@ -139,6 +139,17 @@ func (b *bench) sim(ctx context.Context) {
 		b.rep.note("simulation: %d of %d clusters InSync when it stopped waiting: %v", got, n, err)
 	}
 	if before, err := proc.scrape(); err == nil && b.cfg.SimSteady > 0 {
+		stopBeats := func(context.Context) heartbeatTally { return heartbeatTally{} }
+		if b.cfg.SimHeartbeat > 0 {
+			caches := map[string]int{} // every cluster's cache holds all of its spoke's Nodes
+			for i := range n {
+				caches[real[i%len(real)].Name]++
+			}
+			if stopBeats, err = startHeartbeats(ctx, real, caches, b.cfg.SimHeartbeat); err != nil {
+				b.rep.note("Node heartbeats: %v", err)
+				stopBeats = func(context.Context) heartbeatTally { return heartbeatTally{} }
+			}
+		}
 		cpuBefore := markCPU(proc)
 		// The window runs under Go's CPU profiler (100 samples a second): where the CPU goes.
 		path := filepath.Join(b.outDir, "controller-steady-cpu.pprof")
@@ -156,6 +167,10 @@ func (b *bench) sim(ctx context.Context) {
 			s.SteadyCPUPercent = 100 * cpuS / b.cfg.SimSteady.Seconds()
 			s.SteadyReconciles = reconcilesBetween(before, after)
 			b.logf("sim: in sync, %.1f%% CPU over %s, %.0f reconciles", s.SteadyCPUPercent, b.cfg.SimSteady, s.SteadyReconciles)
+		}
+		s.Heartbeats = stopBeats(ctx)
+		if hb := s.Heartbeats; hb.Posted > 0 {
+			b.logf("sim: %d Node heartbeats posted (%d failed), %d events at the controller; Nodes' statuses restored: %v", hb.Posted, hb.Failed, hb.Events, hb.Restored)
 		}
 	}
 	// (a) of the restart figures: this was a first start on an empty hub.

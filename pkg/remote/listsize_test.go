@@ -17,7 +17,6 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -27,6 +26,8 @@ import (
 	restwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/client-go/tools/cache"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
 // What the hand-written pieces save against the library each replaces, on Nodes and Machines
@@ -71,39 +72,7 @@ func realNode(i int) *corev1.Node {
 		n.Annotations[k] = v
 	}
 	n.ManagedFields = managedFields("v1", map[string]int{"kubelet": 16, "machine-config-daemon": 10, "ovnkube": 14, "nodelink": 4, "kube-controller-manager": 6})
-	images := make([]corev1.ContainerImage, 50) // the kubelet's default cap
-	for j := range images {
-		images[j] = corev1.ContainerImage{Names: []string{fmt.Sprintf("quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:%064x", 1000*i+j)},
-			SizeBytes: int64(400<<20 + j)}
-		if j%6 == 0 { // 58 names for 50 images, as in the dumps: some carry a tag as well
-			images[j].Names = append(images[j].Names, fmt.Sprintf("registry.redhat.io/openshift4/component-%02d-rhel9:v4.16", j))
-		}
-	}
-	rl := corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16107600Ki"),
-		corev1.ResourceEphemeralStorage: resource.MustParse("125293548Ki"), corev1.ResourcePods: resource.MustParse("250"),
-		"hugepages-1Gi": resource.MustParse("0"), "hugepages-2Mi": resource.MustParse("0"),
-	}
-	n.Status = corev1.NodeStatus{
-		Capacity: rl, Allocatable: rl, Images: images,
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.131.27"}, {Type: corev1.NodeHostName, Address: n.Name},
-			{Type: corev1.NodeInternalDNS, Address: n.Name}},
-		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
-		NodeInfo: corev1.NodeSystemInfo{MachineID: "ec2a1b2c3d4e5f60718293a4b5c6d7e8", SystemUUID: "ec2a1b2c-3d4e-5f60-7182-93a4b5c6d7e8",
-			BootID: "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9", KernelVersion: "5.14.0-427.50.1.el9_4.x86_64",
-			OSImage:                 "Red Hat Enterprise Linux CoreOS 416.94.202411261619-0 (Plow)",
-			ContainerRuntimeVersion: "cri-o://1.29.10-3.rhaos4.16.git319967c.el9", KubeletVersion: "v1.29.10+67d3387",
-			OperatingSystem: "linux", Architecture: "amd64"},
-	}
-	for _, c := range []struct {
-		t      corev1.NodeConditionType
-		s      corev1.ConditionStatus
-		reason string
-	}{{"MemoryPressure", "False", "KubeletHasSufficientMemory"}, {"DiskPressure", "False", "KubeletHasNoDiskPressure"},
-		{"PIDPressure", "False", "KubeletHasSufficientPID"}, {"Ready", "True", "KubeletReady"}} {
-		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: c.t, Status: c.s, Reason: c.reason,
-			LastHeartbeatTime: now, LastTransitionTime: now, Message: "kubelet has " + c.reason})
-	}
+	n.Status = localfleet.WorkerStatus(n.Name, i, now.Time)
 	return n
 }
 
