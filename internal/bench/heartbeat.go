@@ -14,6 +14,9 @@ import (
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
+// restoresPerSecond paces the puts that give the Nodes their statuses back after the heartbeats.
+const restoresPerSecond = 20
+
 // heartbeatTally is what startHeartbeats posted.
 type heartbeatTally struct {
 	Posted, Failed int64
@@ -104,9 +107,14 @@ func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map
 				tally.NodeBytes = n.Size()
 			}
 		}
+		// Paced: each put is a watch event at every cache of its spoke, and a burst of them
+		// starved a 2-core machine until the controller's Lease renewal timed out.
 		var restore errgroup.Group
-		restore.SetLimit(16)
+		restore.SetLimit(4)
+		pace := time.NewTicker(time.Second / restoresPerSecond)
+		defer pace.Stop()
 		for _, n := range nodes {
+			<-pace.C
 			restore.Go(func() error { return n.spoke.PutNodeStatus(ctx, n.name, n.status) })
 		}
 		tally.Restored = restore.Wait() == nil
