@@ -31,6 +31,12 @@ import (
 // Live.
 func compact(obj any) (*record, error) {
 	switch o := obj.(type) {
+	case *digestedNode:
+		r, err := compact(o.Node)
+		if err == nil {
+			r.digest = o.digest
+		}
+		return r, err
 	case *corev1.Node:
 		r := compactMeta(&o.ObjectMeta, true, o.Spec.ProviderID)
 		r.taints = internTaints(o.Spec.Taints)

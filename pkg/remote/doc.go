@@ -112,7 +112,10 @@
 // patches, never Update from them. An update keeps the fields it did not change in the old record's
 // memory, and one that changes nothing in the record but a numeric resourceVersion (a Node
 // heartbeat, a re-list) stores that version in the record it has, makes no record and is not
-// notified. The codecs are shared by every connection.
+// notified. A Node's status is decoded for its conditions only, and a Node update whose bytes a
+// record reads are those its record was made from (nodeDigest: a kubelet's heartbeat, at least
+// every 5 minutes a Node) is recognised without being decoded. The codecs are shared by every
+// connection.
 //
 // # Layout
 //

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
@@ -117,7 +118,11 @@ func newKindLoop(kc *kindClient, st *kindStore, mc metadata.Interface, hc *http.
 	}
 	header := kc.header
 	header.accept = k.accept
-	loop.watch = streamWatch(hc, limiter, neg, header, request, events)
+	var nodes *kindStore // a Node watch recognises heartbeats by the records of st
+	if k.gvk == gvkNode {
+		nodes = st
+	}
+	loop.watch = streamWatch(hc, limiter, neg, header, request, events, nodes)
 	return loop, nil
 }
 
@@ -264,9 +269,11 @@ func (l *kindLoop) watchFrom(ctx context.Context, rv string) (string, error) {
 // streamWatch opens watches with hc, to be read in the caller's goroutine. request builds each
 // one's URL (path and parameters), limiter is waited on as for any request, header is sent
 // with each, and neg decodes a failed response's Status. events reads the stream:
-// nil reads it as client-go does, with neg's stream decoder for the response's content type.
+// nil reads it as client-go does, with neg's stream decoder for the response's content type
+// (a protobuf stream with protoEvents, which recognises heartbeats by the records of nodes, when
+// set).
 func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.ClientNegotiator, header watchHeader,
-	request func(o *metav1.ListOptions) *rest.Request, events func(io.ReadCloser) eventDecoder) func(context.Context, metav1.ListOptions) (eventDecoder, error) {
+	request func(o *metav1.ListOptions) *rest.Request, events func(io.ReadCloser) eventDecoder, nodes *kindStore) func(context.Context, metav1.ListOptions) (eventDecoder, error) {
 	return func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error) {
 		o.Watch = true
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, request(&o).URL().String(), nil)
@@ -297,7 +304,7 @@ func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.C
 			return nil, err
 		}
 		if mediaType == runtime.ContentTypeProtobuf {
-			return &protoEvents{body: resp.Body, events: eventSerializer, objects: objects}, nil
+			return &protoEvents{body: resp.Body, events: eventSerializer, objects: objects, nodes: nodes}, nil
 		}
 		return restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(resp.Body), eventSerializer), objects), nil
 	}
@@ -309,10 +316,15 @@ func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.C
 // keeps a buffer per watch instead, grown to the largest event it has seen and never shrunk: a
 // real Node with its images is tens of KiB, which would stay with every spoke for as long as
 // its Node watch lives.
+//
+// With nodes set (a Node watch), an update of a Node whose record nodes holds is recognised by
+// its digest without being decoded (heartbeat): most of a Node watch's events are kubelets'
+// heartbeats, a whole Node each, that change nothing a record keeps.
 type protoEvents struct {
 	body    io.ReadCloser
 	events  runtime.Decoder // the metav1.WatchEvent frames
 	objects runtime.Decoder // the objects they carry
+	nodes   *kindStore      // the store this stream's Nodes go to; nil: every event is decoded
 	header  [4]byte
 }
 
@@ -355,6 +367,13 @@ func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
 		}
 		return "", nil, err
 	}
+	var digest uint64
+	if d.nodes != nil {
+		var obj runtime.Object
+		if obj, digest = d.heartbeat(frame); obj != nil {
+			return watch.Modified, obj, nil
+		}
+	}
 	var got metav1.WatchEvent
 	if _, _, err := d.events.Decode(frame, nil, &got); err != nil {
 		return "", nil, err
@@ -365,6 +384,9 @@ func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
 		if err != nil {
 			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
 		}
+		if n, ok := obj.(*corev1.Node); ok && digest != 0 {
+			return typ, &digestedNode{Node: n, digest: digest}, nil
+		}
 		return typ, obj, nil
 	default:
 		return "", nil, fmt.Errorf("got invalid watch event type: %v", got.Type)
@@ -372,6 +394,89 @@ func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
 }
 
 func (d *protoEvents) Close() { _ = d.body.Close() }
+
+// heartbeat reads a watch event's frame without decoding it. An update of a Node whose record
+// d.nodes holds from a message of the same digest (nodeDigest) has its resourceVersion stored in
+// that record, and is returned as an unchangedNode. Otherwise it returns no object, and the
+// digest of the event's Node if it is one (0 if not), for the record the decoding makes.
+func (d *protoEvents) heartbeat(frame []byte) (runtime.Object, uint64) {
+	var typ, raw []byte
+	if !eachField(frame, func(f protoField) bool {
+		switch f.num {
+		case watchEventTypeField:
+			typ = f.value
+		case watchEventObjectField:
+			raw = nil
+			return eachField(f.value, func(r protoField) bool {
+				if r.num == rawExtensionRawField {
+					raw = r.value
+				}
+				return true
+			})
+		}
+		return true
+	}) {
+		return nil, 0
+	}
+	msg, ok := nodeMessage(raw)
+	if !ok {
+		return nil, 0
+	}
+	name, rv, digest, ok := nodeDigest(msg)
+	switch {
+	case !ok:
+		return nil, 0
+	case string(typ) == string(watch.Modified) && d.nodes.sameDigest(name, digest, rv):
+		return &unchangedNode{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}, digest
+	}
+	return nil, digest
+}
+
+// nodeMessage returns the Node message in raw, an object in Kubernetes' protobuf encoding (a
+// runtime.Unknown behind protoMagic), and whether raw holds a v1 Node.
+func nodeMessage(raw []byte) ([]byte, bool) {
+	env, ok := bytes.CutPrefix(raw, protoMagic)
+	if !ok {
+		return nil, false
+	}
+	var apiVersion, kind, msg []byte
+	if !eachField(env, func(f protoField) bool {
+		switch f.num {
+		case unknownTypeMetaField:
+			return eachField(f.value, func(t protoField) bool {
+				switch t.num {
+				case typeMetaAPIVersionField:
+					apiVersion = t.value
+				case typeMetaKindField:
+					kind = t.value
+				}
+				return true
+			})
+		case unknownRawField:
+			msg = f.value
+		}
+		return true
+	}) {
+		return nil, false
+	}
+	return msg, string(apiVersion) == "v1" && string(kind) == "Node"
+}
+
+// unchangedNode is a Node watch event that protoEvents recognised as its record's (a heartbeat)
+// and did not decode: its resourceVersion is already stored, and kindStore.Add takes no more.
+type unchangedNode struct{ metav1.ObjectMeta }
+
+func (*unchangedNode) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (u *unchangedNode) DeepCopyObject() runtime.Object {
+	return &unchangedNode{ObjectMeta: *u.ObjectMeta.DeepCopy()}
+}
+
+// digestedNode is a Node decoded from a watch event, with its message's digest (nodeDigest),
+// which its record keeps.
+type digestedNode struct {
+	*corev1.Node
+	digest uint64
+}
 
 // eventObject decodes a protobuf watch event's object: a Node as decodeNode does (a kubelet's
 // heartbeat is a whole Node each time), anything else (an error's Status) with objects.

@@ -286,7 +286,7 @@ func TestStreamWatchRequestIsNotCloned(t *testing.T) {
 	}
 	header := newWatchHeader(cfg)
 	header.accept = runtime.ContentTypeJSON
-	watch := streamWatch(hc, nil, runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion), header, request, nil)
+	watch := streamWatch(hc, nil, runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion), header, request, nil, nil)
 	d, err := watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"mime"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -68,6 +69,9 @@ func decodeNodeList(body []byte, contentType string) ([]*record, string, error) 
 			if err != nil {
 				return err
 			}
+			if _, _, digest, ok := nodeDigest(v); ok {
+				r.digest = digest
+			}
 			items = append(items, r)
 		}
 		return nil
@@ -100,19 +104,19 @@ func decodeNode(msg []byte) (*corev1.Node, error) {
 
 // nodeFields decodes into n what decodeNode keeps of msg, and reports whether it could.
 func nodeFields(msg []byte, n *corev1.Node) bool {
-	return eachField(msg, func(num protowire.Number, typ protowire.Type, v []byte) bool {
-		switch num {
+	return eachField(msg, func(f protoField) bool {
+		switch f.num {
 		case nodeMetadataField:
-			return typ == protowire.BytesType && n.ObjectMeta.Unmarshal(v) == nil
+			return f.typ == protowire.BytesType && n.ObjectMeta.Unmarshal(f.value) == nil
 		case nodeSpecField:
-			return typ == protowire.BytesType && n.Spec.Unmarshal(v) == nil
+			return f.typ == protowire.BytesType && n.Spec.Unmarshal(f.value) == nil
 		case nodeStatusField:
-			return typ == protowire.BytesType && eachField(v, func(num protowire.Number, typ protowire.Type, v []byte) bool {
-				if num != nodeConditionsField {
+			return f.typ == protowire.BytesType && eachField(f.value, func(f protoField) bool {
+				if f.num != nodeConditionsField {
 					return true
 				}
 				var c corev1.NodeCondition
-				if typ != protowire.BytesType || c.Unmarshal(v) != nil {
+				if f.typ != protowire.BytesType || c.Unmarshal(f.value) != nil {
 					return false
 				}
 				n.Status.Conditions = append(n.Status.Conditions, c)
@@ -123,30 +127,112 @@ func nodeFields(msg []byte, n *corev1.Node) bool {
 	})
 }
 
-// Field numbers of k8s.io/api's core/v1 generated.proto.
+// digestSeed seeds every nodeDigest of this process.
+var digestSeed = maphash.MakeSeed()
+
+// nodeDigest is a digest of what a kubelet's heartbeat leaves as it was of a Node message: its
+// metadata but for the resourceVersion and managedFields, its spec, and each status condition's
+// type and status (a heartbeat changes the conditions' times, the kubelet's managedFields entry
+// and the resourceVersion, and posts the rest of the status again). A record reads nothing else,
+// so two messages of one digest make the same record but for the resourceVersion. It returns
+// the Node's name and resourceVersion too; false if the message cannot be walked, or a field it
+// reads is not of the wire type the generated code expects. The digest is never 0.
+func nodeDigest(msg []byte) (name, rv string, digest uint64, ok bool) {
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	// Each part starts with a byte no field can start with (a tag's field number is 1 or more),
+	// so that no two messages' parts run together into one digest.
+	const metadataPart, specPart, conditionPart = 1, 2, 3
+	ok = eachField(msg, func(f protoField) bool {
+		if f.num > nodeStatusField {
+			return true // not decoded (decodeNode)
+		}
+		if f.typ != protowire.BytesType {
+			return false
+		}
+		switch f.num {
+		case nodeMetadataField:
+			_ = h.WriteByte(metadataPart)
+			return eachField(f.value, func(m protoField) bool {
+				switch m.num {
+				case metaNameField:
+					name = string(m.value)
+				case metaResourceVersionField:
+					rv = string(m.value)
+					return true
+				case metaManagedFieldsField:
+					return true
+				}
+				_, _ = h.Write(m.raw)
+				return true
+			})
+		case nodeSpecField:
+			_ = h.WriteByte(specPart)
+			_, _ = h.Write(f.raw)
+			return true
+		}
+		return eachField(f.value, func(st protoField) bool { // the status
+			if st.num != nodeConditionsField {
+				return true
+			}
+			if st.typ != protowire.BytesType {
+				return false
+			}
+			_ = h.WriteByte(conditionPart)
+			return eachField(st.value, func(c protoField) bool {
+				if c.num == conditionTypeField || c.num == conditionStatusField {
+					_, _ = h.Write(c.raw)
+				}
+				return true
+			})
+		})
+	})
+	return name, rv, max(h.Sum64(), 1), ok
+}
+
+// Field numbers of k8s.io/api's core/v1 and apimachinery's meta/v1 and runtime generated.proto.
 const (
-	nodeMetadataField   protowire.Number = 1 // Node.metadata
-	nodeSpecField       protowire.Number = 2 // Node.spec
-	nodeStatusField     protowire.Number = 3 // Node.status
-	nodeConditionsField protowire.Number = 4 // NodeStatus.conditions
+	nodeMetadataField        protowire.Number = 1  // Node.metadata
+	nodeSpecField            protowire.Number = 2  // Node.spec
+	nodeStatusField          protowire.Number = 3  // Node.status
+	nodeConditionsField      protowire.Number = 4  // NodeStatus.conditions
+	conditionTypeField       protowire.Number = 1  // NodeCondition.type
+	conditionStatusField     protowire.Number = 2  // NodeCondition.status
+	metaNameField            protowire.Number = 1  // ObjectMeta.name
+	metaResourceVersionField protowire.Number = 6  // ObjectMeta.resourceVersion
+	metaManagedFieldsField   protowire.Number = 17 // ObjectMeta.managedFields
+	unknownTypeMetaField     protowire.Number = 1  // runtime.Unknown.typeMeta
+	unknownRawField          protowire.Number = 2  // runtime.Unknown.raw
+	typeMetaAPIVersionField  protowire.Number = 1  // runtime.TypeMeta.apiVersion
+	typeMetaKindField        protowire.Number = 2  // runtime.TypeMeta.kind
+	watchEventTypeField      protowire.Number = 1  // WatchEvent.type
+	watchEventObjectField    protowire.Number = 2  // WatchEvent.object
+	rawExtensionRawField     protowire.Number = 1  // RawExtension.raw
 )
 
-// eachField calls f with the number, wire type and value (a length-delimited field's contents,
-// nil for other types) of each field of a protobuf message, in order, while f returns true; false
+// protoField is one field of a protobuf message, as eachField walks it.
+type protoField struct {
+	num   protowire.Number
+	typ   protowire.Type
+	value []byte // a length-delimited field's contents; nil for other types
+	raw   []byte // the whole field: its tag and value
+}
+
+// eachField calls f with each field of a protobuf message, in order, while f returns true; false
 // if f did, or if the message's fields cannot be walked.
-func eachField(msg []byte, f func(protowire.Number, protowire.Type, []byte) bool) bool {
+func eachField(msg []byte, f func(protoField) bool) bool {
 	for len(msg) > 0 {
 		num, typ, n := protowire.ConsumeField(msg)
 		if n < 0 {
 			return false
 		}
-		var v []byte
+		fld := protoField{num: num, typ: typ, raw: msg[:n]}
 		if typ == protowire.BytesType {
 			_, _, tag := protowire.ConsumeTag(msg)
-			v, _ = protowire.ConsumeBytes(msg[tag:])
+			fld.value, _ = protowire.ConsumeBytes(msg[tag:])
 		}
 		msg = msg[n:]
-		if !f(num, typ, v) {
+		if !f(fld) {
 			return false
 		}
 	}

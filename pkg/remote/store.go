@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"strconv"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +21,9 @@ type kindStore struct {
 }
 
 func (s *kindStore) Add(obj any) error {
+	if _, ok := obj.(*unchangedNode); ok {
+		return nil // its resourceVersion is stored already (sameDigest)
+	}
 	r, err := compact(obj)
 	if err != nil {
 		return err
@@ -28,7 +32,9 @@ func (s *kindStore) Add(obj any) error {
 	old := s.items[r.name()]
 	differs := old == nil || r.shareWith(old)
 	kept := !differs && old.takeVersion(r)
-	if !kept {
+	if kept {
+		old.digest = r.digest // the message's, so that the next heartbeat is recognised
+	} else {
 		s.items[r.name()] = r // after shareWith: the key is then cut from the string r keeps
 	}
 	s.mu.Unlock()
@@ -88,4 +94,23 @@ func (s *kindStore) changed() {
 		s.notify()
 	default: // still listing: the connect notification covers it
 	}
+}
+
+// sameDigest stores rv in the record of Node name, and reports true, when that record was made
+// from a message of this digest (nodeDigest): a message of the same digest makes the same record
+// but for its resourceVersion, so it need not be decoded. A resourceVersion that is not a
+// canonical decimal (etcd's always are) is left to the decoding.
+func (s *kindStore) sameDigest(name string, digest uint64, rv string) bool {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil || v == 0 || strconv.FormatUint(v, 10) != rv {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r := s.items[name]
+	if r == nil || r.digest != digest || r.rv.Load() == 0 {
+		return false
+	}
+	r.rv.Store(v)
+	return true
 }
