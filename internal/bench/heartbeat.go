@@ -37,18 +37,24 @@ type heartbeatNode struct {
 	caches int               // the controller's caches that hold it
 }
 
+// heartbeats are Node status posts that startHeartbeats keeps going until stop.
+type heartbeats struct {
+	nodes                  []heartbeatNode
+	cancel                 context.CancelFunc
+	done                   chan struct{} // closed when no more posts start
+	posts                  errgroup.Group
+	posted, failed, events atomic.Int64
+}
+
 // startHeartbeats posts the status of every Node on spokes once a period, as a kubelet does when
 // nothing about its Node changes (nodeStatusReportFrequency: 5 minutes), each Node at its own
-// phase, until stop is called. Each post is a real worker's status (localfleet.WorkerStatus),
-// so the watch event it makes at the controller is the size a real worker's is. caches is how
-// many of the controller's caches hold a spoke's Nodes. stop waits for the posts in flight, puts
-// every Node's status back as it was, so that the steps after this one see the fleet they
-// always saw, and returns the tally.
-func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map[string]int, period time.Duration) (stop func(context.Context) heartbeatTally, err error) {
-	var (
-		mu    sync.Mutex
-		nodes []heartbeatNode
-	)
+// phase, until stop. Each post is a real worker's status (localfleet.WorkerStatus), so the
+// watch event it makes at the controller is the size a real worker's is. caches is how many of
+// the controller's caches hold a spoke's Nodes. restore puts every Node's status back as it was,
+// so that the steps after see the fleet they always saw.
+func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map[string]int, period time.Duration) (*heartbeats, error) {
+	h := &heartbeats{done: make(chan struct{})}
+	var mu sync.Mutex
 	if err := forEach(spokes, 8, func(_ int, sp *localfleet.Spoke) error {
 		list := &corev1.NodeList{}
 		if err := sp.Admin.List(ctx, list); err != nil {
@@ -57,25 +63,22 @@ func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map
 		mu.Lock()
 		defer mu.Unlock()
 		for _, n := range list.Items {
-			nodes = append(nodes, heartbeatNode{spoke: sp, name: n.Name, status: n.Status, caches: caches[sp.Name]})
+			h.nodes = append(h.nodes, heartbeatNode{spoke: sp, name: n.Name, status: n.Status, caches: caches[sp.Name]})
 		}
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	rand.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
-
-	var posted, failed, events atomic.Int64
-	hctx, cancel := context.WithCancel(ctx)
-	var posts errgroup.Group
-	posts.SetLimit(8)
-	done := make(chan struct{})
+	rand.Shuffle(len(h.nodes), func(i, j int) { h.nodes[i], h.nodes[j] = h.nodes[j], h.nodes[i] })
+	var hctx context.Context
+	hctx, h.cancel = context.WithCancel(ctx)
+	h.posts.SetLimit(8)
 	go func() {
-		defer close(done)
-		if len(nodes) == 0 {
+		defer close(h.done)
+		if len(h.nodes) == 0 {
 			return
 		}
-		tick := time.NewTicker(period / time.Duration(len(nodes)))
+		tick := time.NewTicker(period / time.Duration(len(h.nodes)))
 		defer tick.Stop()
 		for i := 0; ; i++ {
 			select {
@@ -83,41 +86,54 @@ func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map
 				return
 			case <-tick.C:
 			}
-			n := nodes[i%len(nodes)]
-			posts.Go(func() error { // under ctx: a post in flight when the window ends is finished
-				if err := n.spoke.PostNodeStatus(ctx, n.name, localfleet.WorkerStatus(n.name, i%len(nodes), time.Now())); err != nil {
-					failed.Add(1)
+			n := h.nodes[i%len(h.nodes)]
+			h.posts.Go(func() error { // under ctx: a post in flight when the window ends is finished
+				if err := n.spoke.PostNodeStatus(ctx, n.name, localfleet.WorkerStatus(n.name, i%len(h.nodes), time.Now())); err != nil {
+					h.failed.Add(1)
 					return nil
 				}
-				posted.Add(1)
-				events.Add(int64(n.caches))
+				h.posted.Add(1)
+				h.events.Add(int64(n.caches))
 				return nil
 			})
 		}
 	}()
-	return func(ctx context.Context) heartbeatTally {
-		cancel()
-		<-done
-		_ = posts.Wait()
-		tally := heartbeatTally{Posted: posted.Load(), Failed: failed.Load(), Events: events.Load()}
-		if len(nodes) > 0 && tally.Posted > 0 {
-			n := &corev1.Node{}
-			if err := nodes[0].spoke.Admin.Get(ctx, types.NamespacedName{Name: nodes[0].name}, n); err == nil {
-				n.Status = localfleet.WorkerStatus(n.Name, 0, time.Now()) // as posted, whether it was yet or not
-				tally.NodeBytes = n.Size()
-			}
+	return h, nil
+}
+
+// stop ends the posts, waits for those in flight and returns the tally; nil posted nothing.
+func (h *heartbeats) stop(ctx context.Context) heartbeatTally {
+	if h == nil {
+		return heartbeatTally{}
+	}
+	h.cancel()
+	<-h.done
+	_ = h.posts.Wait()
+	tally := heartbeatTally{Posted: h.posted.Load(), Failed: h.failed.Load(), Events: h.events.Load()}
+	if len(h.nodes) > 0 && tally.Posted > 0 {
+		n := &corev1.Node{}
+		if err := h.nodes[0].spoke.Admin.Get(ctx, types.NamespacedName{Name: h.nodes[0].name}, n); err == nil {
+			n.Status = localfleet.WorkerStatus(n.Name, 0, time.Now()) // as posted, whether it was yet or not
+			tally.NodeBytes = n.Size()
 		}
-		// Paced: each put is a watch event at every cache of its spoke, and a burst of them
-		// starved a 2-core machine until the controller's Lease renewal timed out.
-		var restore errgroup.Group
-		restore.SetLimit(4)
-		pace := time.NewTicker(time.Second / restoresPerSecond)
-		defer pace.Stop()
-		for _, n := range nodes {
-			<-pace.C
-			restore.Go(func() error { return n.spoke.PutNodeStatus(ctx, n.name, n.status) })
-		}
-		tally.Restored = restore.Wait() == nil
-		return tally
-	}, nil
+	}
+	return tally
+}
+
+// restore puts every Node's status back as it was before the posts, and reports whether it did.
+func (h *heartbeats) restore(ctx context.Context) bool {
+	if h == nil {
+		return true
+	}
+	// Paced: each put is a watch event at every cache of its spoke, and a burst of them
+	// starved a 2-core machine until the controller's Lease renewal timed out.
+	var restore errgroup.Group
+	restore.SetLimit(4)
+	pace := time.NewTicker(time.Second / restoresPerSecond)
+	defer pace.Stop()
+	for _, n := range h.nodes {
+		<-pace.C
+		restore.Go(func() error { return n.spoke.PutNodeStatus(ctx, n.name, n.status) })
+	}
+	return restore.Wait() == nil
 }

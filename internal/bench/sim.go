@@ -138,16 +138,15 @@ func (b *bench) sim(ctx context.Context) {
 	} else if err != nil {
 		b.rep.note("simulation: %d of %d clusters InSync when it stopped waiting: %v", got, n, err)
 	}
+	var beats *heartbeats
 	if before, err := proc.scrape(); err == nil && b.cfg.SimSteady > 0 {
-		stopBeats := func(context.Context) heartbeatTally { return heartbeatTally{} }
 		if b.cfg.SimHeartbeat > 0 {
 			caches := map[string]int{} // every cluster's cache holds all of its spoke's Nodes
 			for i := range n {
 				caches[real[i%len(real)].Name]++
 			}
-			if stopBeats, err = startHeartbeats(ctx, real, caches, b.cfg.SimHeartbeat); err != nil {
+			if beats, err = startHeartbeats(ctx, real, caches, b.cfg.SimHeartbeat); err != nil {
 				b.rep.note("Node heartbeats: %v", err)
-				stopBeats = func(context.Context) heartbeatTally { return heartbeatTally{} }
 			}
 		}
 		cpuBefore := markCPU(proc)
@@ -168,9 +167,9 @@ func (b *bench) sim(ctx context.Context) {
 			s.SteadyReconciles = reconcilesBetween(before, after)
 			b.logf("sim: in sync, %.1f%% CPU over %s, %.0f reconciles", s.SteadyCPUPercent, b.cfg.SimSteady, s.SteadyReconciles)
 		}
-		s.Heartbeats = stopBeats(ctx)
+		s.Heartbeats = beats.stop(ctx)
 		if hb := s.Heartbeats; hb.Posted > 0 {
-			b.logf("sim: %d Node heartbeats posted (%d failed), %d events at the controller; Nodes' statuses restored: %v", hb.Posted, hb.Failed, hb.Events, hb.Restored)
+			b.logf("sim: %d Node heartbeats posted (%d failed), %d events at the controller", hb.Posted, hb.Failed, hb.Events)
 		}
 	}
 	// (a) of the restart figures: this was a first start on an empty hub.
@@ -212,6 +211,12 @@ func (b *bench) sim(ctx context.Context) {
 	}
 	s.NodesLabelled = simNodesLabelled(ctx, real)
 	b.logf("sim: %d/%d InSync in %.0f s; heap %.0f MiB, RSS %.0f MiB; %d Nodes labelled", got, n, s.AllInSyncS, s.Memory.HeapInuseMiB, s.Memory.RSSMiB, s.NodesLabelled)
+	// After the memory figures, which are a fleet in sync's, heartbeats and all; before the
+	// restarts, which list the Nodes.
+	s.Heartbeats.Restored = beats.restore(ctx)
+	if beats != nil {
+		b.logf("sim: Nodes' statuses put back: %v", s.Heartbeats.Restored)
+	}
 	if rs.Skipped == "" {
 		if err := b.restarts(ctx, proc, n); err != nil {
 			rs.Skipped = "failed: " + err.Error()
