@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -433,7 +434,9 @@ func (d *protoEvents) heartbeat(frame []byte) (runtime.Object, uint64) {
 }
 
 // nodeMessage returns the Node message in raw, an object in Kubernetes' protobuf encoding (a
-// runtime.Unknown behind protoMagic), and whether raw holds a v1 Node.
+// runtime.Unknown behind protoMagic), without copying it, and whether raw holds a v1 Node. An
+// envelope whose fields cannot be walked, or whose type or raw is not length-delimited, is not
+// taken for a Node: the serializer decides what it is.
 func nodeMessage(raw []byte) ([]byte, bool) {
 	env, ok := bytes.CutPrefix(raw, protoMagic)
 	if !ok {
@@ -443,7 +446,7 @@ func nodeMessage(raw []byte) ([]byte, bool) {
 	if !eachField(env, func(f protoField) bool {
 		switch f.num {
 		case unknownTypeMetaField:
-			return eachField(f.value, func(t protoField) bool {
+			return f.typ == protowire.BytesType && eachField(f.value, func(t protoField) bool {
 				switch t.num {
 				case typeMetaAPIVersionField:
 					apiVersion = t.value
@@ -454,6 +457,7 @@ func nodeMessage(raw []byte) ([]byte, bool) {
 			})
 		case unknownRawField:
 			msg = f.value
+			return f.typ == protowire.BytesType
 		}
 		return true
 	}) {
@@ -481,11 +485,8 @@ type digestedNode struct {
 // eventObject decodes a protobuf watch event's object: a Node as decodeNode does (a kubelet's
 // heartbeat is a whole Node each time), anything else (an error's Status) with objects.
 func eventObject(objects runtime.Decoder, raw []byte) (runtime.Object, error) {
-	if msg, ok := bytes.CutPrefix(raw, protoMagic); ok {
-		var env runtime.Unknown
-		if env.Unmarshal(msg) == nil && env.APIVersion == "v1" && env.Kind == "Node" {
-			return decodeNode(env.Raw)
-		}
+	if msg, ok := nodeMessage(raw); ok {
+		return decodeNode(msg)
 	}
 	return runtime.Decode(objects, raw)
 }
