@@ -19,14 +19,15 @@ const restoresPerSecond = 20
 
 // heartbeatTally is what startHeartbeats posted.
 type heartbeatTally struct {
-	Posted, Failed int64
+	Posted int64 `json:"posted"`
+	Failed int64 `json:"failed"`
 	// Events is the watch events the posts made at the controller: a post reaches every cache
 	// that holds its spoke's Nodes.
-	Events int64
+	Events int64 `json:"events"`
 	// NodeBytes is a Node's size in protobuf, as served with a posted status.
-	NodeBytes int
+	NodeBytes int `json:"nodeBytes"`
 	// Restored is whether every Node's status was put back as it was.
-	Restored bool
+	Restored bool `json:"restored"`
 }
 
 // heartbeatNode is one Node startHeartbeats posts for.
