@@ -74,13 +74,20 @@ func healthOf(n *corev1.Node) nodeHealth {
 	return h
 }
 
+// canonicalVersion is rv as a number when it is a canonical decimal other than 0 (etcd's always
+// are), which a record keeps in rv.
+func canonicalVersion(rv string) (uint64, bool) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	return v, err == nil && v != 0 && strconv.FormatUint(v, 10) == rv
+}
+
 // setIdentity sets id and rv. id is allocated at its exact size: a string made from a byte
 // slice keeps the slice's whole capacity.
 func (r *record) setIdentity(name, uid, rv, providerID string) {
 	fields := [...]string{name, uid, providerID, rv}
 	n := len(fields) // the resourceVersion is kept in id as it came, unless it is a number
 	r.rv.Store(0)
-	if v, err := strconv.ParseUint(rv, 10, 64); err == nil && v != 0 && strconv.FormatUint(v, 10) == rv {
+	if v, ok := canonicalVersion(rv); ok {
 		r.rv.Store(v)
 		n = len(fields) - 1
 	}

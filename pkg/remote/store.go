@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"strconv"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -101,8 +100,8 @@ func (s *kindStore) changed() {
 // but for its resourceVersion, so it need not be decoded. A resourceVersion that is not a
 // canonical decimal (etcd's always are) is left to the decoding.
 func (s *kindStore) sameDigest(name string, digest uint64, rv string) bool {
-	v, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil || v == 0 || strconv.FormatUint(v, 10) != rv {
+	v, ok := canonicalVersion(rv)
+	if !ok {
 		return false
 	}
 	s.mu.RLock()
