@@ -96,6 +96,14 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 		for _, kind := range []string{nmsync.ResultKindMachine, nmsync.ResultKindNode} {
 			r.Metrics.Drifted.WithLabelValues(ck, mp.Name, kind).Set(float64(c.DriftedByKind[kind]))
 		}
+		// Gauges before the status: whoever reads the status then scrapes
+		// sees figures at least as new as it.
+		r.Metrics.Denied.WithLabelValues(ck, mp.Name).Set(float64(c.Denied))
+		r.contested.setGauge(r.Metrics, ck, mp.Name)
+		r.Metrics.PoolRefused.DeletePartialMatch(map[string]string{"cluster": ck, "pool": mp.Name})
+		if pr.Phase == v1alpha1.PhaseRefused {
+			r.Metrics.PoolRefused.WithLabelValues(ck, mp.Name, pr.Reason).Set(1)
+		}
 		st := Status(pr)
 		news := false
 		if !pr.KeepStatus {
@@ -111,17 +119,12 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			}
 			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventPoolWarning, eventAction, "%s", strings.Join(pr.Warnings, "; "))
 		}
-		r.Metrics.PoolRefused.DeletePartialMatch(map[string]string{"cluster": ck, "pool": mp.Name})
-		if pr.Phase == v1alpha1.PhaseRefused {
-			r.Metrics.PoolRefused.WithLabelValues(ck, mp.Name, pr.Reason).Set(1)
-			if news {
-				// Said once per refusal, not on every resync: an Event is a hub write.
-				r.Metrics.Refusals.WithLabelValues(pr.Reason).Inc()
-				logger.Error(errors.New(pr.Message), "pool refused: nothing written", "pool", mp.Name, "reason", pr.Reason)
-				r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventRefused, eventAction, "nothing written: %s", pr.Message)
-			}
+		if pr.Phase == v1alpha1.PhaseRefused && news {
+			// Said once per refusal, not on every resync: an Event is a hub write.
+			r.Metrics.Refusals.WithLabelValues(pr.Reason).Inc()
+			logger.Error(errors.New(pr.Message), "pool refused: nothing written", "pool", mp.Name, "reason", pr.Reason)
+			r.Recorder.Eventf(mp, nil, corev1.EventTypeWarning, EventRefused, eventAction, "nothing written: %s", pr.Message)
 		}
-		r.contested.setGauge(r.Metrics, ck, mp.Name)
 
 		if summary := ChangeSummary(pr.Results); summary != "" {
 			switch {
@@ -134,7 +137,6 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			}
 			logger.Info("pool synced", "pool", mp.Name, "patched", c.Patched, "drifted", c.Drifted, "requests", c.Requests, "conflicts", c.Conflicts, "dryRun", r.Opts.DryRun)
 		}
-		r.Metrics.Denied.WithLabelValues(ck, mp.Name).Set(float64(c.Denied))
 		pending := map[string]string{"cluster": ck, "pool": mp.Name}
 		if ro := pr.Rollout; ro != nil && len(ro.Waiting) > 0 {
 			why := pendingPaced
