@@ -43,43 +43,58 @@ func decodeNodeList(body []byte, contentType string) ([]*record, string, error) 
 		return nil, "", errors.New("the Node list is not in Kubernetes' protobuf encoding")
 	}
 	var list []byte // runtime.Unknown's raw: the NodeList
-	if err := eachBytesField(msg, func(num protowire.Number, v []byte) error {
-		if num == 2 {
-			list = v
+	if !eachField(msg, func(f protoField) bool {
+		if f.num == unknownRawField && f.typ == protowire.BytesType {
+			list = f.value
 		}
-		return nil
-	}); err != nil {
-		return nil, "", err
+		return true
+	}) {
+		return nil, "", errors.New("the Node list's envelope cannot be walked")
 	}
 	if list == nil {
 		return nil, "", errors.New("the answer holds no Node list")
 	}
 	var meta metav1.ListMeta
 	var items []*record
-	err := eachBytesField(list, func(num protowire.Number, v []byte) error {
-		switch num {
-		case 1: // metadata
-			return meta.Unmarshal(v)
-		case 2: // items
-			n, err := decodeNode(v)
-			if err != nil {
-				return err
-			}
-			r, err := compact(n)
-			if err != nil {
-				return err
-			}
-			if _, _, digest, ok := nodeDigest(v); ok {
-				r.digest = digest
-			}
-			items = append(items, r)
+	var err error
+	walked := eachField(list, func(f protoField) bool {
+		if f.typ != protowire.BytesType {
+			return true
 		}
-		return nil
+		switch f.num {
+		case listMetadataField:
+			err = meta.Unmarshal(f.value)
+		case listItemsField:
+			var r *record
+			if r, err = listedNode(f.value); err == nil {
+				items = append(items, r)
+			}
+		}
+		return err == nil
 	})
+	if err == nil && !walked {
+		err = errors.New("its fields cannot be walked")
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("decoding the Node list: %w", err)
 	}
 	return items, meta.ResourceVersion, nil
+}
+
+// listedNode is the record of one Node message of a list, with its digest.
+func listedNode(msg []byte) (*record, error) {
+	n, err := decodeNode(msg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := compact(n)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, digest, ok := nodeDigest(msg); ok {
+		r.digest = digest
+	}
+	return r, nil
 }
 
 // decodeNode decodes a Node's protobuf message (an envelope's raw) but for its status, of which
@@ -192,6 +207,8 @@ func nodeDigest(msg []byte) (name, rv string, digest uint64, ok bool) {
 
 // Field numbers of k8s.io/api's core/v1 and apimachinery's meta/v1 and runtime generated.proto.
 const (
+	listMetadataField        protowire.Number = 1  // NodeList.metadata
+	listItemsField           protowire.Number = 2  // NodeList.items
 	nodeMetadataField        protowire.Number = 1  // Node.metadata
 	nodeSpecField            protowire.Number = 2  // Node.spec
 	nodeStatusField          protowire.Number = 3  // Node.status
@@ -237,32 +254,4 @@ func eachField(msg []byte, f func(protoField) bool) bool {
 		}
 	}
 	return true
-}
-
-// eachBytesField calls f with the number and value of each length-delimited field of a
-// protobuf message, in order, and skips its other fields.
-func eachBytesField(msg []byte, f func(protowire.Number, []byte) error) error {
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		msg = msg[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, msg); n < 0 {
-				return protowire.ParseError(n)
-			}
-			msg = msg[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(msg)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		msg = msg[n:]
-		if err := f(num, v); err != nil {
-			return err
-		}
-	}
-	return nil
 }
