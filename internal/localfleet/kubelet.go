@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,12 +72,33 @@ func (s *Spoke) PostNodeStatus(ctx context.Context, node string, status corev1.N
 // PutNodeStatus replaces Node node's status with status, nothing of the old one kept (a merge
 // patch would keep the fields status leaves out).
 func (s *Spoke) PutNodeStatus(ctx context.Context, node string, status corev1.NodeStatus) error {
+	return s.updateNodeStatus(ctx, node, func(st *corev1.NodeStatus) { *st = status })
+}
+
+// SetNodeReady sets the Ready condition of a Node's status, as its kubelet (or the node
+// lifecycle controller, for Unknown) does.
+func (s *Spoke) SetNodeReady(ctx context.Context, node string, status corev1.ConditionStatus) error {
+	now := metav1.Now()
+	reason := map[corev1.ConditionStatus]string{corev1.ConditionTrue: "KubeletReady", corev1.ConditionFalse: "KubeletNotReady", corev1.ConditionUnknown: "NodeStatusUnknown"}[status]
+	cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: reason, LastHeartbeatTime: now, LastTransitionTime: now}
+	return s.updateNodeStatus(ctx, node, func(st *corev1.NodeStatus) {
+		if i := slices.IndexFunc(st.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady }); i >= 0 {
+			st.Conditions[i] = cond
+		} else {
+			st.Conditions = append(st.Conditions, cond)
+		}
+	})
+}
+
+// updateNodeStatus writes Node node's status as change leaves it, as KubeletFieldManager, read
+// again and changed again on a conflict.
+func (s *Spoke) updateNodeStatus(ctx context.Context, node string, change func(*corev1.NodeStatus)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n := &corev1.Node{}
 		if err := s.Admin.Get(ctx, types.NamespacedName{Name: node}, n); err != nil {
 			return err
 		}
-		n.Status = status
+		change(&n.Status)
 		return s.Admin.Status().Update(ctx, n, client.FieldOwner(KubeletFieldManager))
 	})
 }

@@ -12,7 +12,6 @@ import (
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -245,27 +244,6 @@ func (s *Spoke) RemoveNodeLabel(ctx context.Context, node, key string) error {
 		}
 		delete(n.Labels, key)
 		return s.Admin.Update(ctx, n)
-	})
-}
-
-// SetNodeReady sets a Node's Ready condition through the status
-// subresource, as kubelet (True, False) or the node lifecycle controller
-// (Unknown) would, as KubeletFieldManager.
-func (s *Spoke) SetNodeReady(ctx context.Context, node string, status corev1.ConditionStatus) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n := &corev1.Node{}
-		if err := s.Admin.Get(ctx, types.NamespacedName{Name: node}, n); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		reason := map[corev1.ConditionStatus]string{corev1.ConditionTrue: "KubeletReady", corev1.ConditionFalse: "KubeletNotReady", corev1.ConditionUnknown: "NodeStatusUnknown"}[status]
-		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: reason, LastHeartbeatTime: now, LastTransitionTime: now}
-		if i := slices.IndexFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady }); i >= 0 {
-			n.Status.Conditions[i] = cond
-		} else {
-			n.Status.Conditions = append(n.Status.Conditions, cond)
-		}
-		return s.Admin.Status().Update(ctx, n, client.FieldOwner(KubeletFieldManager))
 	})
 }
 
