@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"reflect"
@@ -34,7 +35,8 @@ import (
 // hack/controlplane.sh builds: a Node list in protobuf and in JSON, a Machine list in JSON,
 // and a watch of each kind carrying ADDED, MODIFIED and DELETED events and the bookmark the
 // server sends before it ends a watch. Each answer is decoded by the hand-written decoder and
-// by the library decoding it replaces, and the two must agree. It needs the test control
+// by the library decoding it replaces, and the two must agree; and a kubelet's heartbeat on a
+// Node watch is recognised by its digest (checkHeartbeats). It needs the test control
 // planes: make test-int runs it; make test-unit, without KUBEBUILDER_ASSETS, skips it.
 func TestDecodersOnRealAnswers(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -207,6 +209,84 @@ func checkRealAnswers(ctx context.Context, t *testing.T, s *localfleet.Spoke) {
 				t.Errorf("%s: events %v hold no %s: the answer is not the one this test means to check", what, got, typ)
 			}
 		}
+	}
+	checkHeartbeats(ctx, t, s, nodesReq)
+}
+
+// checkHeartbeats: a Node watch of a real API server, read through a store filled from a real
+// list, recognises a kubelet's second post of the same status (a heartbeat: its times, the
+// kubelet's managedFields entry and the resourceVersion changed) without decoding it, and
+// decodes its first (new conditions); the store ends as decoding every event whole leaves it.
+func checkHeartbeats(ctx context.Context, t *testing.T, s *localfleet.Spoke, nodesReq func() *rest.Request) {
+	t.Helper()
+	list, _ := get(ctx, t, nodesReq(), runtime.ContentTypeProtobuf)
+	var notified int
+	st := listedStore(t, &notified, list)
+	_, listRV, err := nodeListWhole(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := slices.Sorted(maps.Keys(st.items))[0]
+	var stream []byte
+	var wg sync.WaitGroup
+	wg.Go(func() { stream = watchBytes(ctx, t, nodesReq(), runtime.ContentTypeProtobuf, listRV) })
+	time.Sleep(500 * time.Millisecond)
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(1100 * time.Millisecond) // a heartbeat time is kept to the second
+		}
+		if err := s.PostNodeStatus(ctx, name, localfleet.WorkerStatus(name, 0, time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+
+	ours, theirs := protoStreamReaders(t, serializer.NewCodecFactory(NewScheme()))(stream)
+	ours.(*protoEvents).nodes = st // as a Node watch reads (newKindLoop)
+	var decoded []string           // of the events of Node name: "decoded" or "recognised"
+	var last runtime.Object
+	for {
+		typ, obj, err := ours.Decode()
+		_, wantObj, wantErr := theirs.Decode()
+		if errors.Is(err, io.EOF) && errors.Is(wantErr, io.EOF) {
+			break
+		}
+		if err != nil || wantErr != nil {
+			t.Fatalf("heartbeats' watch: %v (the library: %v)", err, wantErr)
+		}
+		if typ == watch.Bookmark {
+			continue
+		}
+		n, ok := wantObj.(*corev1.Node)
+		if !ok || n.Name != name {
+			continue
+		}
+		if _, unchanged := obj.(*unchangedNode); unchanged {
+			decoded = append(decoded, "recognised")
+		} else {
+			decoded = append(decoded, "decoded")
+		}
+		notified = 0
+		if err := st.Add(obj); err != nil {
+			t.Fatal(err)
+		}
+		if unchanged := decoded[len(decoded)-1] == "recognised"; unchanged && notified > 0 {
+			t.Errorf("a recognised heartbeat notified the store's reader")
+		}
+		last = wantObj
+	}
+	if want := []string{"decoded", "recognised"}; !slices.Equal(decoded, want) {
+		t.Errorf("Node %s's two posts of one status came as %v, want %v", name, decoded, want)
+	}
+	if last == nil {
+		return
+	}
+	want, err := compact(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.items[name]; got.resourceVersion() != last.(*corev1.Node).ResourceVersion || got.compare(want, false) {
+		t.Errorf("after the heartbeats the store holds\n%+v\nwant\n%+v", got.asNode(), want.asNode())
 	}
 }
 

@@ -50,7 +50,14 @@ func protoNodeList(tb testing.TB, nodes ...*corev1.Node) []byte {
 // notified counts its notifications.
 func heartbeatStore(tb testing.TB, notified *int, nodes ...*corev1.Node) *kindStore {
 	tb.Helper()
-	recs, _, err := decodeNodeList(protoNodeList(tb, nodes...), runtime.ContentTypeProtobuf)
+	return listedStore(tb, notified, protoNodeList(tb, nodes...))
+}
+
+// listedStore is a Node store filled from a protobuf Node list answer, as a kind loop fills it;
+// notified counts its notifications.
+func listedStore(tb testing.TB, notified *int, list []byte) *kindStore {
+	tb.Helper()
+	recs, _, err := decodeNodeList(list, runtime.ContentTypeProtobuf)
 	if err != nil {
 		tb.Fatal(err)
 	}
