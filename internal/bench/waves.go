@@ -145,23 +145,34 @@ func (b *bench) waitState(ctx context.Context, proc *controllerProc, state strin
 	return got, err
 }
 
+// stallAfter ends a wait for thousands of clusters in which none has got there for that long:
+// they come at several a second while the controller works through them.
+const stallAfter = 2 * time.Minute
+
 // waitStateAt waits until n clusters are in state, and also returns when the last of them got
 // there, from the controller's own clocks: the latest cluster_last_sync_timestamp_seconds when
 // waiting for InSync (an upper bound: a cluster synced again since counts its later sync),
 // else the scrape that saw it. A fleet of thousands is scraped once a second, not five times:
 // each scrape renders and parses thousands of series, which would take CPU from the run it
 // measures.
+//
+// A wait for thousands of clusters also ends once none has reached state for stallAfter: the
+// timeout bounds a slow machine's run, the stall ends a stuck one early.
 func (b *bench) waitStateAt(ctx context.Context, proc *controllerProc, state string, n int, timeout time.Duration, progress func(int)) (int, time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	every := 200 * time.Millisecond
 	if n > 100 {
 		every = time.Second
 	}
-	last := 0
+	last, rose := 0, time.Now()
 	for {
 		s, err := proc.scrape()
 		if err == nil {
-			last = int(s.Sum("hub_node_metadata_clusters", map[string]string{"state": state}))
+			got := int(s.Sum("hub_node_metadata_clusters", map[string]string{"state": state}))
+			if got > last {
+				rose = time.Now()
+			}
+			last = got
 			if progress != nil {
 				progress(last)
 			}
@@ -177,6 +188,9 @@ func (b *bench) waitStateAt(ctx context.Context, proc *controllerProc, state str
 		}
 		if time.Now().After(deadline) {
 			return last, time.Now(), fmt.Errorf("timed out after %s", timeout)
+		}
+		if n > 100 && time.Since(rose) > stallAfter {
+			return last, time.Now(), fmt.Errorf("stalled: no cluster reached %s in the last %s", state, stallAfter)
 		}
 		select {
 		case <-ctx.Done():
