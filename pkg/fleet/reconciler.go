@@ -90,6 +90,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	Metrics  *Metrics
 	Opts     Options
+	// Live reads the hub without the cache (the manager's API reader), for the
+	// rare read the cache cannot answer yet; nil: none.
+	Live client.Reader
 
 	contested *contestTracker
 	denials   *denialTracker

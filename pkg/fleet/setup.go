@@ -330,6 +330,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{
 		Hub:      mgr.GetClient(),
+		Live:     mgr.GetAPIReader(),
 		Spokes:   spokes,
 		Recorder: mgr.GetEventRecorder("hub-node-metadata"),
 		Metrics:  NewMetrics(metrics.Registry),

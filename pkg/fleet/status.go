@@ -20,7 +20,8 @@ import (
 // writeStatus creates or updates the pool's MachinePoolSync only when what it
 // says changes: a sync that finds the pool as its status describes it writes
 // nothing (freshness is the cluster_last_sync_timestamp_seconds metric). It
-// reports whether it wrote. The current status is read from the cache.
+// reports whether it wrote. The current status is read from the cache (from the
+// hub when the cache has not seen the object a create finds there).
 //
 // It also times pool changes (pool_propagation_seconds): one made while no
 // replica watched (a restart, a failover), which the status shows as an older
@@ -28,7 +29,7 @@ import (
 // status that says a timed change holds is observed once it is written.
 func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time, syncStart time.Time) (bool, error) {
 	cur := &v1alpha1.MachinePoolSync{}
-	created := false
+	created, live := false, false // live: read from the hub, not the cache
 	err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur)
 	if apierrors.IsNotFound(err) {
 		created = true
@@ -39,7 +40,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 				APIVersion: hivev1.SchemeGroupVersion.String(), Kind: "MachinePool", Name: mp.Name, UID: mp.UID,
 			}},
 		}}
-		if err := r.Hub.Create(ctx, cur); err != nil {
+		err := r.Hub.Create(ctx, cur)
+		if apierrors.IsAlreadyExists(err) && r.Live != nil {
+			// The cache has not seen its create yet (ours, a sync ago: the events of our
+			// own spoke writes can bring the cluster back sooner than the hub's watch
+			// brings the object). Read it from the hub, and write the status over it.
+			created, live = false, true
+			cur = &v1alpha1.MachinePoolSync{}
+			if err := r.Live.Get(ctx, client.ObjectKeyFromObject(mp), cur); err != nil {
+				return false, fmt.Errorf("read from the hub (the cache lacks it): %w", err)
+			}
+		} else if err != nil {
 			return false, fmt.Errorf("create: %w", err)
 		}
 	} else if err != nil {
@@ -50,7 +61,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	r.mu.Lock()
 	last, wrote := r.written[key]
 	r.mu.Unlock()
-	if wrote && last.resourceVersion != cur.ResourceVersion && !created {
+	if wrote && last.resourceVersion != cur.ResourceVersion && !created && !live {
 		// The cache has not caught up with our last write yet: compare with what
 		// that write said, so a lagging cache costs no second write.
 		old = last.status

@@ -8,6 +8,7 @@ import (
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -17,18 +18,18 @@ import (
 )
 
 // statusHub returns a Reconciler on a fake hub that counts status patches in
-// *patches (and reads through get, when set), and the pool c-infra of cluster ns/c.
+// *patches (and reads through get, when set; its Live reader does not), and
+// the pool c-infra of cluster ns/c.
 func statusHub(patches *int, get func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error) (*Reconciler, *hivev1.MachinePool) {
-	hub := fake.NewClientBuilder().WithScheme(Scheme()).
-		WithStatusSubresource(&v1alpha1.MachinePoolSync{}).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Get: get,
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
-				*patches++
-				return c.SubResource(sub).Patch(ctx, obj, p, o...)
-			},
-		}).Build()
-	r := &Reconciler{Hub: hub, Metrics: NewMetrics(prometheus.NewRegistry())}
+	live := fake.NewClientBuilder().WithScheme(Scheme()).WithStatusSubresource(&v1alpha1.MachinePoolSync{}).Build()
+	hub := interceptor.NewClient(live, interceptor.Funcs{
+		Get: get,
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
+			*patches++
+			return c.SubResource(sub).Patch(ctx, obj, p, o...)
+		},
+	})
+	r := &Reconciler{Hub: hub, Live: live, Metrics: NewMetrics(prometheus.NewRegistry())}
 	r.init()
 	mp := &hivev1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-infra", UID: "u"},
 		Spec: hivev1.MachinePoolSpec{ClusterDeploymentRef: corev1.LocalObjectReference{Name: "c"}, Name: "infra"}}
@@ -117,5 +118,40 @@ func TestWriteStatusLaggingCache(t *testing.T) {
 	st.Phase, st.Reason = v1alpha1.PhaseInSync, ""
 	if news, err := r.writeStatus(ctx, mp, st, false, metav1.Now(), time.Now()); err != nil || !news || patches != 1 {
 		t.Errorf("a new status: wrote=%v patches=%d err=%v, want one patch", news, patches, err)
+	}
+}
+
+// A cache that has not yet seen the MachinePoolSync a sync ago created (our
+// spoke writes' events brought the cluster back first) costs no error: the
+// create finds it, the status is read from the hub and written over it.
+func TestWriteStatusCacheWithoutOurCreate(t *testing.T) {
+	patches := 0
+	hidden := false
+	r, mp := statusHub(&patches, func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*v1alpha1.MachinePoolSync); ok && hidden {
+			return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("machinepoolsyncs").GroupResource(), key.Name)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	})
+	ctx := context.Background()
+	st := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "infra", Phase: v1alpha1.PhaseUnreachable, Reason: "Connecting"}
+	if _, err := r.writeStatus(ctx, mp, st, false, metav1.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	hidden = true
+	st.Phase = v1alpha1.PhaseInSync
+	live := r.Live
+	r.Live = nil
+	if _, err := r.writeStatus(ctx, mp, st, true, metav1.Now(), time.Now()); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("without a live reader: %v, want the create's AlreadyExists", err)
+	}
+	r.Live = live
+	news, err := r.writeStatus(ctx, mp, st, true, metav1.Now(), time.Now())
+	if err != nil || !news || patches != 1 {
+		t.Fatalf("over a cache without our create: wrote=%v patches=%d err=%v, want one status patch", news, patches, err)
+	}
+	got := &v1alpha1.MachinePoolSync{}
+	if err := r.Live.Get(ctx, client.ObjectKeyFromObject(mp), got); err != nil || got.Status.Phase != v1alpha1.PhaseInSync {
+		t.Errorf("the hub holds %q (%v), want %q", got.Status.Phase, err, v1alpha1.PhaseInSync)
 	}
 }
