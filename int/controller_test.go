@@ -433,3 +433,26 @@ func ownedAnnotations(in map[string]string) map[string]string {
 	}
 	return out
 }
+
+// A MachinePoolSync whose status was never written (its creator's first status
+// write failed) gets a whole status, required counts included when they are 0
+// (an empty pool): a merge patch would leave them out, and the hub's schema
+// refuse it.
+func TestNeverWrittenStatusIsWrittenWhole(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 0)
+	hub := f.Hub.Client
+	bare := &v1alpha1.MachinePoolSync{ObjectMeta: metav1.ObjectMeta{Namespace: s.Name, Name: s.Name + "-infra"}}
+	if err := hub.Create(ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	waitFor(t, "the empty pool's status written", time.Minute, func() bool {
+		st, err := poolSync(ctx, hub, s, "infra")
+		return err == nil && st.Status.Phase == v1alpha1.PhaseInSync && st.Status.Total == 0
+	})
+}

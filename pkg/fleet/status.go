@@ -84,8 +84,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	}
 	base := cur.DeepCopy()
 	cur.Status = st
-	if created {
-		// The first status is written whole: its counts are required fields.
+	if created || old.Phase == "" {
+		// The first status is written whole: its counts are required fields, which a
+		// merge patch leaves out when they are 0. So is a status never written (its
+		// create's first write failed), unless a lagging cache hides ours (old).
 		if err := r.Hub.Status().Update(ctx, cur); err != nil {
 			return true, fmt.Errorf("update status: %w", err)
 		}

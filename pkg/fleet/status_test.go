@@ -155,3 +155,23 @@ func TestWriteStatusCacheWithoutOurCreate(t *testing.T) {
 		t.Errorf("the hub holds %q (%v), want %q", got.Status.Phase, err, v1alpha1.PhaseInSync)
 	}
 }
+
+// A MachinePoolSync whose first status was never written (the write after its
+// create failed) gets its status whole, not as a merge patch that would leave
+// out the required counts when they are 0.
+func TestWriteStatusNeverWritten(t *testing.T) {
+	patches := 0
+	r, mp := statusHub(&patches, nil)
+	ctx := context.Background()
+	bare := &v1alpha1.MachinePoolSync{ObjectMeta: metav1.ObjectMeta{Namespace: mp.Namespace, Name: mp.Name}}
+	if err := r.Hub.Create(ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	st := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "infra", Phase: v1alpha1.PhaseInSync}
+	if news, err := r.writeStatus(ctx, mp, st, false, metav1.Now(), time.Now()); err != nil || !news || patches != 0 {
+		t.Errorf("wrote=%v patches=%d err=%v, want the status written whole (no patch)", news, patches, err)
+	}
+	if news, err := r.writeStatus(ctx, mp, st, true, metav1.Now(), time.Now()); err != nil || !news || patches != 1 {
+		t.Errorf("then: wrote=%v patches=%d err=%v, want a merge patch", news, patches, err)
+	}
+}
