@@ -126,8 +126,8 @@ func (h *heartbeats) restore(ctx context.Context) bool {
 	if h == nil {
 		return true
 	}
-	// Paced: each put is a watch event at every cache of its spoke, and a burst of them
-	// starved a 2-core machine until the controller's Lease renewal timed out.
+	// Paced: each put is a watch event at every cache of its spoke, and a burst of them can
+	// starve a 2-core machine until the controller's Lease renewal times out.
 	var restore errgroup.Group
 	restore.SetLimit(4)
 	pace := time.NewTicker(time.Second / restoresPerSecond)

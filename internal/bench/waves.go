@@ -160,8 +160,9 @@ const stallAfter = 2 * time.Minute
 // timeout bounds a slow machine's run, the stall ends a stuck one early.
 func (b *bench) waitStateAt(ctx context.Context, proc *controllerProc, state string, n int, timeout time.Duration, progress func(int)) (int, time.Time, error) {
 	deadline := time.Now().Add(timeout)
+	large := n > 100 // thousands: scraped once a second, and a stall ends the wait
 	every := 200 * time.Millisecond
-	if n > 100 {
+	if large {
 		every = time.Second
 	}
 	last, rose := 0, time.Now()
@@ -189,7 +190,7 @@ func (b *bench) waitStateAt(ctx context.Context, proc *controllerProc, state str
 		if time.Now().After(deadline) {
 			return last, time.Now(), fmt.Errorf("timed out after %s", timeout)
 		}
-		if n > 100 && time.Since(rose) > stallAfter {
+		if large && time.Since(rose) > stallAfter {
 			return last, time.Now(), fmt.Errorf("stalled: no cluster reached %s in the last %s", state, stallAfter)
 		}
 		select {
