@@ -261,16 +261,13 @@ func checkHeartbeats(ctx context.Context, t *testing.T, s *localfleet.Spoke, nod
 		if !ok || n.Name != name {
 			continue
 		}
-		if _, unchanged := obj.(*unchangedNode); unchanged {
-			decoded = append(decoded, "recognised")
-		} else {
-			decoded = append(decoded, "decoded")
-		}
+		_, recognised := obj.(*unchangedNode)
+		decoded = append(decoded, map[bool]string{false: "decoded", true: "recognised"}[recognised])
 		notified = 0
 		if err := st.Add(obj); err != nil {
 			t.Fatal(err)
 		}
-		if unchanged := decoded[len(decoded)-1] == "recognised"; unchanged && notified > 0 {
+		if recognised && notified > 0 {
 			t.Errorf("a recognised heartbeat notified the store's reader")
 		}
 		last = wantObj
