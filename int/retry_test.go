@@ -10,8 +10,10 @@ import (
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
@@ -328,4 +330,80 @@ func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
 	if got := testutil.ToFloat64(r.Metrics.Denied.WithLabelValues(s.Key().String(), s.Name+"-infra")); got != 0 {
 		t.Errorf("denied_objects = %v after the webhook relented, want 0", got)
 	}
+}
+
+// The hub fails every MachinePoolSync status write (a validating webhook it
+// cannot call, so it answers 500) while a pool change is delivered. The spoke
+// is written at once; the status, retried every probe interval (2 s) at
+// most, says the change within seconds of the webhook's removal, however long
+// it failed, and dates the change to the writes. Nothing else brings the
+// cluster back: its resync is an hour away, and its spoke is in sync.
+func TestFailedStatusWritesAreRetried(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 2)
+	r := startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	waitInSync(t, ctx, f, s, time.Minute)
+	hub := f.Hub.Client
+
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	closed := "https://127.0.0.1:1/validate" // nothing listens: the call fails
+	hook := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "fail-status.localfleet.test"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "fail-status.localfleet.test",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &closed},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
+					Resources: []string{"machinepoolsyncs/status"}},
+			}},
+		}},
+	}
+	if err := hub.Create(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
+	before, err := poolSync(ctx, hub, s, "infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/status-outage"] = "1" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the spoke written while the hub fails status writes", 30*time.Second, func() bool {
+		return nodesHold(ctx, s, "infra", hasLabel("example.com/status-outage", "1")) && machinesHoldLabel(ctx, s, "example.com/status-outage", "1")
+	})
+	written := time.Now()
+	time.Sleep(15 * time.Second) // longer than the retries' backoff takes to reach its cap
+	if st, err := poolSync(ctx, hub, s, "infra"); err != nil || st.Status.ObservedGeneration != before.Status.ObservedGeneration {
+		t.Fatalf("the status moved to generation %d (%v) while the hub failed its writes: the fault was not injected", st.Status.ObservedGeneration, err)
+	}
+	failures := testutil.ToFloat64(r.Metrics.StatusWriteFailures.WithLabelValues("transient"))
+	if failures < 3 {
+		t.Errorf("status_write_failures_total{reason=transient} = %v after 15 s, want retries", failures)
+	}
+	if failures > 20 {
+		t.Errorf("status_write_failures_total{reason=transient} = %v after 15 s, want a backoff (0.5 s doubling to 2 s)", failures)
+	}
+
+	if err := hub.Delete(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(t, "the status says the change once the hub takes writes", 5*time.Second, func() bool {
+		st, err := poolSync(ctx, hub, s, "infra")
+		return err == nil && st.Status.ObservedGeneration == mp.Generation && st.Status.Phase == v1alpha1.PhaseInSync
+	})
+	st, _ := poolSync(ctx, hub, s, "infra")
+	if at := st.Status.LastChangeTime; at == nil || at.Time.After(written) {
+		t.Errorf("lastChangeTime %v, want the time of the spoke's writes (done by %v)", at, written.UTC())
+	}
+	t.Logf("status written %s after the webhook went (%v failed tries before)", took.Round(time.Millisecond), failures)
 }

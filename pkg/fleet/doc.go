@@ -99,4 +99,7 @@
 // for DeniedRetry, or until the pool's desired metadata changes, and the
 // cluster is requeued when the hold expires. An object that keeps being
 // changed back by another writer is held for ContestedWindow (contest.go).
+// A MachinePoolSync status write that fails is retried on the cluster's own
+// status backoff, RetryBase doubling to OutageProbeInterval, or, when the hub
+// refused it (400, 403, 422), on the rate limiter's (retryStatus).
 package fleet

@@ -164,6 +164,8 @@ type world struct {
 	events   *events.FakeRecorder
 	cd       *hivev1.ClusterDeployment
 	statuses counter // MachinePoolSync creates and status writes
+	// statusErr, when set, is what the hub answers every status write.
+	statusErr error
 }
 
 const (
@@ -209,10 +211,16 @@ func newWorld(t *testing.T, n int, opts Options, mutate ...func(cd *hivev1.Clust
 				return c.Create(ctx, obj, o...)
 			},
 			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, o ...client.SubResourceUpdateOption) error {
+				if w.statusErr != nil {
+					return w.statusErr
+				}
 				countStatus()
 				return c.SubResource(sub).Update(ctx, obj, o...)
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
+				if w.statusErr != nil {
+					return w.statusErr
+				}
 				countStatus()
 				return c.SubResource(sub).Patch(ctx, obj, p, o...)
 			},
@@ -294,6 +302,21 @@ func (w *world) takeEvents() []string {
 }
 
 func (w *world) takeStatusWrites() int { return w.statuses.take() }
+
+// setPoolLabel changes the pool's label to value, as an edit of the pool
+// would: its generation moves.
+func (w *world) setPoolLabel(t *testing.T, value string) {
+	t.Helper()
+	mp := &hivev1.MachinePool{}
+	if err := w.hub.Get(context.Background(), client.ObjectKey{Namespace: worldNS, Name: worldCD + "-" + worldPool}, mp); err != nil {
+		t.Fatal(err)
+	}
+	mp.Spec.Labels[labelKey] = value
+	mp.Generation++
+	if err := w.hub.Update(context.Background(), mp); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // nodeLabel is the value of key on Node name of the spoke ("" if absent).
 func (w *world) nodeLabel(t *testing.T, name, key string) string {

@@ -21,6 +21,12 @@ const (
 	pendingOutsideWindow = "outside_window"
 )
 
+// Reasons of hub_node_metadata_status_write_failures_total.
+const (
+	statusWriteTransient = "transient"
+	statusWriteRefused   = "refused"
+)
+
 // Cluster states for hub_node_metadata_clusters.
 const (
 	StateInSync      = "in_sync"
@@ -58,6 +64,9 @@ type Metrics struct {
 	OutageProbes prometheus.Counter
 	// Propagation: pool_propagation_seconds{delivery} (propagation.go).
 	Propagation *prometheus.HistogramVec
+	// StatusWriteFailures: status_write_failures_total{reason}, the syncs
+	// whose MachinePoolSync status writes failed (retryStatus).
+	StatusWriteFailures *prometheus.CounterVec
 
 	mu     sync.Mutex
 	states map[string]string // cluster -> state
@@ -102,7 +111,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		OutageProbes: prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "write_outage_probes_total",
 			Help: "Probes sent to clusters in a write outage: one object written while the others wait."}),
 		Propagation: newPropagation(),
-		states:      map[string]string{},
+		StatusWriteFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "status_write_failures_total",
+			Help: "Syncs whose MachinePoolSync status writes failed, by reason: transient (retried every --outage-probe-interval at most), refused (400, 403 or 422 from the hub; retried with the controller's backoff)."}, []string{"reason"}),
+		states: map[string]string{},
 	}
 	m.Clusters = register(reg, m.Clusters)
 	m.ClusterState = register(reg, m.ClusterState)
@@ -122,6 +133,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.WriteOutages = register(reg, m.WriteOutages)
 	m.OutageProbes = register(reg, m.OutageProbes)
 	m.Propagation = register(reg, m.Propagation)
+	m.StatusWriteFailures = register(reg, m.StatusWriteFailures)
+	for _, r := range []string{statusWriteTransient, statusWriteRefused} {
+		m.StatusWriteFailures.WithLabelValues(r).Add(0)
+	}
 	for _, d := range []string{DeliveryImmediate, DeliveryPaced} {
 		m.Propagation.WithLabelValues(d) // present from the start, so that rate() sees the first change
 	}

@@ -264,15 +264,7 @@ func TestReconcilePoolChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.outcome(t, 0, nil)
-	mp := &hivev1.MachinePool{}
-	if err := w.hub.Get(context.Background(), client.ObjectKey{Namespace: worldNS, Name: worldCD + "-" + worldPool}, mp); err != nil {
-		t.Fatal(err)
-	}
-	mp.Spec.Labels[labelKey] = "b"
-	mp.Generation = 2
-	if err := w.hub.Update(context.Background(), mp); err != nil {
-		t.Fatal(err)
-	}
+	w.setPoolLabel(t, "b")
 	res, err := w.reconcile(t)
 	got := w.outcome(t, res.RequeueAfter, err)
 	want := outcome{Phase: v1alpha1.PhaseInSync, Total: 4, Synced: 4, Patched: 4, SpokePatches: 8, StatusWrites: 1,

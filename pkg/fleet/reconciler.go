@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -15,11 +16,13 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -104,6 +107,13 @@ type Reconciler struct {
 	mu          gosync.Mutex
 	lastPools   map[string]map[string]bool // cluster -> pool names with series
 	lastConn    map[string]remote.Reason   // cluster -> last connection reason seen
+	// statusRetry spaces the retries of status writes that failed
+	// transiently, per cluster (retryStatus).
+	statusRetry workqueue.TypedRateLimiter[string]
+	// unsaid is, per pool (namespace/name), the time of a change its last
+	// status write failed to say: the retry, which changes nothing itself,
+	// says it.
+	unsaid map[string]metav1.Time
 	// written is the last status this controller wrote per pool (namespace/name),
 	// with the resourceVersion the write returned: the cache may not show it yet.
 	written map[string]writtenStatus
@@ -136,9 +146,17 @@ func (r *Reconciler) init() {
 	if r.propagation == nil {
 		r.propagation = newPropagationClock()
 	}
+	if r.statusRetry == nil {
+		most := r.Opts.OutageProbeInterval
+		if most <= 0 {
+			most = r.Opts.RetryCap
+		}
+		r.statusRetry = workqueue.NewTypedItemExponentialFailureRateLimiter[string](r.Opts.RetryBase, max(r.Opts.RetryBase, most))
+	}
 	if r.lastPools == nil {
 		r.lastPools = map[string]map[string]bool{}
 		r.written = map[string]writtenStatus{}
+		r.unsaid = map[string]metav1.Time{}
 		r.lastConn = map[string]remote.Reason{}
 	}
 }
@@ -170,7 +188,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	res, state, syncErr := r.syncCluster(ctx, cd, pools)
-	r.report(ctx, cd, pools, res, state, start)
+	statusErr := r.report(ctx, cd, pools, res, state, start)
 	result := "ok"
 	if syncErr != nil {
 		result = "error"
@@ -179,7 +197,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if syncErr != nil {
 		return reconcile.Result{}, syncErr
 	}
-	return r.next(key.String(), res)
+	after, err := r.next(ck, res)
+	return r.retryStatus(ctx, ck, statusErr, after, err)
 }
 
 // next decides when to look at a cluster again after a sync.
@@ -645,13 +664,12 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	if r.outages.forget(ck) {
 		r.Metrics.WriteOutages.Dec()
 	}
+	r.statusRetry.Forget(ck)
+	inNamespace := func(k string) bool { ns, _, _ := strings.Cut(k, "/"); return ns == key.Namespace }
 	r.mu.Lock()
 	delete(r.lastPools, ck)
-	for k := range r.written {
-		if ns, _, _ := strings.Cut(k, "/"); ns == key.Namespace {
-			delete(r.written, k)
-		}
-	}
+	maps.DeleteFunc(r.written, func(k string, _ writtenStatus) bool { return inNamespace(k) })
+	maps.DeleteFunc(r.unsaid, func(k string, _ metav1.Time) bool { return inNamespace(k) })
 	delete(r.lastConn, ck)
 	r.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -56,9 +57,11 @@ func (r *Reconciler) noteConnection(cd *hivev1.ClusterDeployment, st remote.Stat
 }
 
 // report writes the MachinePoolSync statuses, Events and metrics of a sync
-// that began at start.
-func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, res []PoolResult, state string, start time.Time) {
+// that began at start. It returns the status writes that failed, joined
+// (retryStatus decides when they are tried again).
+func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, pools []hivev1.MachinePool, res []PoolResult, state string, start time.Time) error {
 	logger := log.FromContext(ctx)
+	var failed []error
 	ck := clusterKey(cd.Namespace, cd.Name)
 	now := metav1.NewTime(r.now())
 	r.Metrics.SetState(ck, state)
@@ -109,7 +112,7 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 		if !pr.KeepStatus {
 			var err error
 			if news, err = r.writeStatus(ctx, mp, st, c.Patched > 0, now, start); err != nil {
-				logger.Error(err, "write MachinePoolSync", "pool", mp.Name)
+				failed = append(failed, fmt.Errorf("MachinePoolSync %s: %w", mp.Name, err))
 			}
 		}
 		if news && len(pr.Warnings) > 0 {
@@ -177,4 +180,5 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 			r.propagation.forget(cd.Namespace + "/" + p)
 		}
 	}
+	return errors.Join(failed...)
 }

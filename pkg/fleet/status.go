@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
@@ -12,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
@@ -20,17 +24,35 @@ import (
 // writeStatus creates or updates the pool's MachinePoolSync only when what it
 // says changes: a sync that finds the pool as its status describes it writes
 // nothing (freshness is the cluster_last_sync_timestamp_seconds metric). It
-// reports whether it wrote. The current status is read from the cache (from the
+// reports whether it wrote: a write that failed did not, so what is said once
+// per status change (a refusal's Event) waits for the retry that writes it. The current status is read from the cache (from the
 // hub when the cache has not seen the object a create finds there).
 //
 // It also times pool changes (pool_propagation_seconds): one made while no
 // replica watched (a restart, a failover), which the status shows as an older
 // observedGeneration, counts as seen when this sync began (syncStart); and a
 // status that says a timed change holds is observed once it is written.
-func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time, syncStart time.Time) (bool, error) {
+func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time, syncStart time.Time) (_ bool, err error) {
+	key := mp.Namespace + "/" + mp.Name
+	changedAt := now
+	r.mu.Lock()
+	if t, ok := r.unsaid[key]; ok && !changed {
+		// A change whose status write failed: said now, with its own time.
+		changed, changedAt = true, t
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err == nil {
+			delete(r.unsaid, key)
+		} else if changed {
+			r.unsaid[key] = changedAt
+		}
+	}()
 	cur := &v1alpha1.MachinePoolSync{}
 	created, live := false, false // live: read from the hub, not the cache
-	err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur)
+	err = r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur)
 	if apierrors.IsNotFound(err) {
 		created = true
 		cur = &v1alpha1.MachinePoolSync{ObjectMeta: metav1.ObjectMeta{
@@ -57,7 +79,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		return false, err
 	}
 	old := cur.Status
-	key := mp.Namespace + "/" + mp.Name
 	r.mu.Lock()
 	last, wrote := r.written[key]
 	r.mu.Unlock()
@@ -77,7 +98,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	st.LastSyncTime = old.LastSyncTime
 	st.LastChangeTime = old.LastChangeTime
 	if changed {
-		st.LastChangeTime = &now
+		st.LastChangeTime = &changedAt
 	}
 	if st.Phase == v1alpha1.PhaseInSync || st.Phase == v1alpha1.PhaseDrifted || st.Phase == v1alpha1.PhaseRefused {
 		st.LastSyncTime = &now
@@ -89,12 +110,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		// merge patch leaves out when they are 0. So is a status never written (its
 		// create's first write failed), unless a lagging cache hides ours (old).
 		if err := r.Hub.Status().Update(ctx, cur); err != nil {
-			return true, fmt.Errorf("update status: %w", err)
+			return false, fmt.Errorf("update status: %w", err)
 		}
 	} else if err := r.Hub.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
 		// Then merge patches, not Updates: a cached copy one write behind must
 		// not cost a conflict and a retry.
-		return true, fmt.Errorf("patch status: %w", err)
+		return false, fmt.Errorf("patch status: %w", err)
 	}
 	r.mu.Lock()
 	r.written[key] = writtenStatus{status: cur.Status, resourceVersion: cur.ResourceVersion}
@@ -144,4 +165,53 @@ func (r *Reconciler) reportOrphans(ctx context.Context, key types.NamespacedName
 		}
 	}
 	return nil
+}
+
+// retryStatus folds the status writes that failed (err) into when the
+// cluster is looked at again (after, nextErr: what next decided). Nothing
+// else would bring the cluster back: the spoke is in sync, and the hub's
+// objects did not change.
+//   - A write the hub refused (400, 403 or 422: validation, RBAC, an
+//     admission webhook) goes back to the controller's backoff, RetryBase
+//     doubling to RetryCap, as an error: reported, never hot-looped.
+//   - Any other failure (the hub restarting, a 5xx, a timeout, a hub webhook
+//     that cannot be called) is retried on a backoff of its own, RetryBase
+//     doubling to OutageProbeInterval (RetryCap with probes off), or sooner
+//     if next says so; a sync whose statuses are all written resets it. So,
+//     as a spoke's write outage, a hub's ends with the statuses written
+//     within an interval, however long it lasted. Only clusters whose
+//     status changed meanwhile retry, each one write an interval; if a whole
+//     shard's did, the hub client's rate limit paces them.
+func (r *Reconciler) retryStatus(ctx context.Context, cluster string, err error, after reconcile.Result, nextErr error) (reconcile.Result, error) {
+	if err == nil {
+		r.statusRetry.Forget(cluster)
+		return after, nextErr
+	}
+	logger := log.FromContext(ctx)
+	if !anyTransient(err) {
+		r.Metrics.StatusWriteFailures.WithLabelValues(statusWriteRefused).Inc()
+		return reconcile.Result{}, errors.Join(nextErr, fmt.Errorf("the hub refused a status write: %w", err))
+	}
+	r.Metrics.StatusWriteFailures.WithLabelValues(statusWriteTransient).Inc()
+	tries := r.statusRetry.NumRequeues(cluster)
+	d := r.statusRetry.When(cluster)
+	if tries == 0 {
+		logger.Error(err, "status not written; retrying", "after", d)
+	} else {
+		// Said once when it begins; the retries are counted, not logged as errors.
+		logger.V(1).Info("status not written; retrying", "after", d, "tries", tries+1, "error", err.Error())
+	}
+	if nextErr == nil && (after.RequeueAfter <= 0 || d < after.RequeueAfter) {
+		after.RequeueAfter = d
+	}
+	return after, nextErr
+}
+
+// anyTransient reports whether any of the errors joined in err is one a retry
+// may fix (see nmsync.IsDenied).
+func anyTransient(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return slices.ContainsFunc(j.Unwrap(), anyTransient)
+	}
+	return !nmsync.IsDenied(err)
 }

@@ -2,11 +2,12 @@ package fleet
 
 import (
 	"context"
-	"github.com/prometheus/client_golang/prometheus"
 	"testing"
 	"time"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,5 +174,67 @@ func TestWriteStatusNeverWritten(t *testing.T) {
 	}
 	if news, err := r.writeStatus(ctx, mp, st, true, metav1.Now(), time.Now()); err != nil || !news || patches != 1 {
 		t.Errorf("then: wrote=%v patches=%d err=%v, want a merge patch", news, patches, err)
+	}
+}
+
+// A status write the hub fails is retried on its own backoff, which a later
+// sync that writes every status resets; one the hub refuses goes back to the
+// controller's backoff as an error. Nothing else would bring the cluster back:
+// its spoke is in sync.
+func TestReconcileRetriesFailedStatusWrites(t *testing.T) {
+	w := newWorld(t, 3, Options{})
+	base := w.r.Opts.RetryBase
+	down := apierrors.NewServiceUnavailable("the hub is restarting")
+	w.statusErr = down
+
+	res, err := w.reconcile(t)
+	if err != nil || res.RequeueAfter != base {
+		t.Fatalf("first failed status write: requeue %v, err %v; want %v, no error", res.RequeueAfter, err, base)
+	}
+	if w.spoke.patchCount() != 6 {
+		t.Fatalf("%d spoke patches, want 6 (3 Machines, 3 Nodes)", w.spoke.patchCount())
+	}
+	changedBy := metav1.Now() // the change was made, and its status not written, by then
+	if res, err = w.reconcile(t); err != nil || res.RequeueAfter != 2*base {
+		t.Errorf("second: requeue %v, err %v; want %v", res.RequeueAfter, err, 2*base)
+	}
+	for range 20 {
+		res, _ = w.reconcile(t)
+	}
+	if want := w.r.Opts.OutageProbeInterval; res.RequeueAfter != want {
+		t.Errorf("after 22 failures: requeue %v, want the outage probe interval %v", res.RequeueAfter, want)
+	}
+	if got := testutil.ToFloat64(w.r.Metrics.StatusWriteFailures.WithLabelValues(statusWriteTransient)); got != 22 {
+		t.Errorf("status_write_failures_total{reason=transient} = %v, want 22", got)
+	}
+
+	w.statusErr = nil
+	res, err = w.reconcile(t)
+	if st := w.poolSync(t).Status; err != nil || st.Phase != v1alpha1.PhaseInSync {
+		t.Fatalf("once the hub answers: phase %q, err %v; want InSync", st.Phase, err)
+	}
+	if at := w.poolSync(t).Status.LastChangeTime; at == nil || at.After(changedBy.Time) {
+		t.Errorf("lastChangeTime %v, want the time of the first sync's writes, before %v", at, changedBy)
+	}
+	if res.RequeueAfter < w.r.Opts.ResyncPeriod/2 {
+		t.Errorf("in sync with its status written: requeue %v, want the resync", res.RequeueAfter)
+	}
+	if w.spoke.patchCount() != 6 {
+		t.Errorf("%d spoke patches, want still 6: the retries wrote the status alone", w.spoke.patchCount())
+	}
+
+	// Written once, the backoff starts again from its base.
+	w.statusErr = down
+	w.setPoolLabel(t, "b")
+	if res, err = w.reconcile(t); err != nil || res.RequeueAfter != base {
+		t.Errorf("a new failure after a success: requeue %v, err %v; want %v", res.RequeueAfter, err, base)
+	}
+
+	w.statusErr = apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("MachinePoolSync").GroupKind(), w.cd.Name, nil)
+	if _, err = w.reconcile(t); err == nil || !apierrors.IsInvalid(err) {
+		t.Errorf("a refused status write: err %v, want the hub's Invalid, for the controller's backoff", err)
+	}
+	if got := testutil.ToFloat64(w.r.Metrics.StatusWriteFailures.WithLabelValues(statusWriteRefused)); got != 1 {
+		t.Errorf("status_write_failures_total{reason=refused} = %v, want 1", got)
 	}
 }
