@@ -92,7 +92,7 @@ func run() error {
 	flag.IntVar(&cfg.SimNodes, "sim-nodes", cfg.SimNodes, "Machines and Nodes per simulated cluster")
 	flag.IntVar(&cfg.SimLargeRealSpokes, "sim-large-real-spokes", cfg.SimLargeRealSpokes, "after the restarts, move the simulated clusters onto this many real spokes (larger caches: sim-clusters/N Nodes each) and check they all sync under the Deployment's memory limit (0 skips)")
 	flag.Float64Var(&cfg.SimRSSCapMiB, "sim-rss-cap", cfg.SimRSSCapMiB, "stop the simulation when the controller's RSS passes this many MiB (0: no cap)")
-	flag.DurationVar(&cfg.SimTimeout, "sim-timeout", cfg.SimTimeout, "how long to wait for every simulated cluster to be InSync in an adoption (a wait ends sooner once no cluster has got there for 2 minutes)")
+	flag.DurationVar(&cfg.SimTimeout, "sim-timeout", cfg.SimTimeout, fmt.Sprintf("how long to wait for every simulated cluster to be InSync in an adoption (a wait ends sooner once no cluster has got there for %s)", bench.StallAfter))
 	flag.DurationVar(&cfg.RestartTimeout, "restart-timeout", cfg.RestartTimeout, "how long to wait for every simulated cluster to be InSync after a restart or a failover (reported as it stood then)")
 	flag.DurationVar(&cfg.SimSteady, "sim-steady", cfg.SimSteady, "window of the controller's CPU once every simulated cluster is InSync (0 skips it)")
 	flag.DurationVar(&cfg.SimHeartbeat, "sim-heartbeat", cfg.SimHeartbeat, "how often each Node posts a real worker's status during that window, as a kubelet does (0: never)")

@@ -52,7 +52,7 @@ type Config struct {
 	SimClusters, SimRealSpokes, SimNodes int
 	// SimTimeout bounds the wait for every simulated cluster to be InSync in an adoption
 	// (the first start, the larger caches' adoptions); a wait in which none gets there for
-	// 2 minutes ends sooner (waitStateAt). Its time is reported, not judged: the API servers
+	// StallAfter ends sooner (waitStateAt). Its time is reported, not judged: the API servers
 	// of the local fleet share the machine's cores with the controller, so it is the
 	// machine's figure as much as the controller's.
 	SimTimeout time.Duration

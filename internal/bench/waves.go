@@ -145,9 +145,9 @@ func (b *bench) waitState(ctx context.Context, proc *controllerProc, state strin
 	return got, err
 }
 
-// stallAfter ends a wait for thousands of clusters in which none has got there for that long:
+// StallAfter ends a wait for thousands of clusters in which none has got there for that long:
 // they come at several a second while the controller works through them.
-const stallAfter = 2 * time.Minute
+const StallAfter = 2 * time.Minute
 
 // waitStateAt waits until n clusters are in state, and also returns when the last of them got
 // there, from the controller's own clocks: the latest cluster_last_sync_timestamp_seconds when
@@ -156,7 +156,7 @@ const stallAfter = 2 * time.Minute
 // each scrape renders and parses thousands of series, which would take CPU from the run it
 // measures.
 //
-// A wait for thousands of clusters also ends once none has reached state for stallAfter: the
+// A wait for thousands of clusters also ends once none has reached state for StallAfter: the
 // timeout bounds a slow machine's run, the stall ends a stuck one early.
 func (b *bench) waitStateAt(ctx context.Context, proc *controllerProc, state string, n int, timeout time.Duration, progress func(int)) (int, time.Time, error) {
 	deadline := time.Now().Add(timeout)
@@ -190,8 +190,8 @@ func (b *bench) waitStateAt(ctx context.Context, proc *controllerProc, state str
 		if time.Now().After(deadline) {
 			return last, time.Now(), fmt.Errorf("timed out after %s", timeout)
 		}
-		if large && time.Since(rose) > stallAfter {
-			return last, time.Now(), fmt.Errorf("stalled: no cluster reached %s in the last %s", state, stallAfter)
+		if large && time.Since(rose) > StallAfter {
+			return last, time.Now(), fmt.Errorf("stalled: no cluster reached %s in the last %s", state, StallAfter)
 		}
 		select {
 		case <-ctx.Done():
