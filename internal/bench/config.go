@@ -83,7 +83,8 @@ type Config struct {
 	// SimHeartbeat is how often each Node of the simulation's spokes posts its status during
 	// the in-sync window, as its kubelet does when nothing changes (nodeStatusReportFrequency,
 	// 5 minutes), a real worker's status each time: every post is a watch event, the size of a
-	// real worker's Node, at each cache that holds the Node (0: no heartbeats).
+	// real worker's Node, at each cache that holds the Node (0: no heartbeats). Each Node is
+	// given that status once before the window, so that the window holds heartbeats alone.
 	SimHeartbeat time.Duration
 	// MemorySettle is how long the controller runs on once every cluster is InSync before its
 	// memory is measured: the state a controller at rest spends its life in, after what it

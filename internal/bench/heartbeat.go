@@ -14,8 +14,12 @@ import (
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
-// restoresPerSecond paces the puts that give the Nodes their statuses back after the heartbeats.
-const restoresPerSecond = 20
+// heartbeatSettle is the quiet between the Nodes' first worker status and the window.
+const heartbeatSettle = 10 * time.Second
+
+// putsPerSecond paces the puts that give the Nodes their worker status before the heartbeats,
+// and their own back after them.
+const putsPerSecond = 20
 
 // heartbeatTally is what startHeartbeats posted.
 type heartbeatTally struct {
@@ -53,7 +57,11 @@ type heartbeats struct {
 // watch event it makes at the controller is the size a real worker's is. caches is how many of
 // the controller's caches hold a spoke's Nodes. restore puts every Node's status back as it was,
 // so that the steps after see the fleet they always saw.
-func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map[string]int, period time.Duration) (*heartbeats, error) {
+//
+// Before the first beat, it gives every Node that status once, paced, and waits for settle: the
+// simulated Nodes start with a bare status, so a Node's first post changes it, which a kubelet's
+// posts on a fleet in sync do not. So the posts it counts are the heartbeats alone.
+func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map[string]int, period, settle time.Duration) (*heartbeats, error) {
 	h := &heartbeats{done: make(chan struct{})}
 	var mu sync.Mutex
 	if err := forEach(spokes, 8, func(_ int, sp *localfleet.Spoke) error {
@@ -71,6 +79,12 @@ func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map
 		return nil, err
 	}
 	rand.Shuffle(len(h.nodes), func(i, j int) { h.nodes[i], h.nodes[j] = h.nodes[j], h.nodes[i] })
+	if err := h.putAll(ctx, func(i int, n heartbeatNode) corev1.NodeStatus {
+		return localfleet.WorkerStatus(n.name, i, time.Now())
+	}); err != nil {
+		return nil, err
+	}
+	time.Sleep(settle)
 	var hctx context.Context
 	hctx, h.cancel = context.WithCancel(ctx)
 	h.posts.SetLimit(8)
@@ -126,15 +140,20 @@ func (h *heartbeats) restore(ctx context.Context) bool {
 	if h == nil {
 		return true
 	}
-	// Paced: each put is a watch event at every cache of its spoke, and a burst of them can
-	// starve a 2-core machine until the controller's Lease renewal times out.
-	var restore errgroup.Group
-	restore.SetLimit(4)
-	pace := time.NewTicker(time.Second / restoresPerSecond)
+	return h.putAll(ctx, func(_ int, n heartbeatNode) corev1.NodeStatus { return n.status }) == nil
+}
+
+// putAll gives each of h's Nodes the status status returns for it (and its index), paced:
+// each put is a watch event at every cache of its spoke, and a burst of them can starve a
+// 2-core machine until the controller's Lease renewal times out.
+func (h *heartbeats) putAll(ctx context.Context, status func(int, heartbeatNode) corev1.NodeStatus) error {
+	var puts errgroup.Group
+	puts.SetLimit(4)
+	pace := time.NewTicker(time.Second / putsPerSecond)
 	defer pace.Stop()
-	for _, n := range h.nodes {
+	for i, n := range h.nodes {
 		<-pace.C
-		restore.Go(func() error { return n.spoke.PutNodeStatus(ctx, n.name, n.status) })
+		puts.Go(func() error { return n.spoke.PutNodeStatus(ctx, n.name, status(i, n)) })
 	}
-	return restore.Wait() == nil
+	return puts.Wait()
 }
