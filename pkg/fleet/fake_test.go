@@ -304,8 +304,8 @@ func (w *world) takeEvents() []string {
 func (w *world) takeStatusWrites() int { return w.statuses.take() }
 
 // setPoolLabel changes the pool's label to value, as an edit of the pool
-// would: its generation moves.
-func (w *world) setPoolLabel(t *testing.T, value string) {
+// would: its generation moves. It returns the pool as updated.
+func (w *world) setPoolLabel(t *testing.T, value string) *hivev1.MachinePool {
 	t.Helper()
 	mp := &hivev1.MachinePool{}
 	if err := w.hub.Get(context.Background(), client.ObjectKey{Namespace: worldNS, Name: worldCD + "-" + worldPool}, mp); err != nil {
@@ -316,6 +316,7 @@ func (w *world) setPoolLabel(t *testing.T, value string) {
 	if err := w.hub.Update(context.Background(), mp); err != nil {
 		t.Fatal(err)
 	}
+	return mp
 }
 
 // nodeLabel is the value of key on Node name of the spoke ("" if absent).

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -74,21 +73,8 @@ func TestPropagationObservedBySync(t *testing.T) {
 	if n, _ := observed(t, w.r.Metrics.Propagation, DeliveryImmediate); n != 0 {
 		t.Fatalf("a new pool's adoption was timed: %d observations", n)
 	}
-	bump := func(value string) *hivev1.MachinePool {
-		t.Helper()
-		mp := &hivev1.MachinePool{}
-		if err := w.hub.Get(context.Background(), client.ObjectKey{Namespace: worldNS, Name: worldCD + "-" + worldPool}, mp); err != nil {
-			t.Fatal(err)
-		}
-		mp.Spec.Labels[labelKey] = value
-		mp.Generation++
-		if err := w.hub.Update(context.Background(), mp); err != nil {
-			t.Fatal(err)
-		}
-		return mp
-	}
 
-	mp := bump("b")
+	mp := w.setPoolLabel(t, "b")
 	w.r.SawPoolChange(mp, time.Now().Add(-3*time.Second)) // the event came 3 s before the sync
 	if _, err := w.reconcile(t); err != nil {
 		t.Fatal(err)
@@ -104,7 +90,7 @@ func TestPropagationObservedBySync(t *testing.T) {
 	}
 
 	// A replica that starts after the change (no event) times it from its first sync.
-	bump("c")
+	w.setPoolLabel(t, "c")
 	w.r = &Reconciler{Hub: w.hub, Spokes: w.spokes, Recorder: w.events, Metrics: NewMetrics(prometheus.NewRegistry()), Opts: w.r.Opts}
 	if _, err := w.reconcile(t); err != nil {
 		t.Fatal(err)
@@ -119,7 +105,7 @@ func TestPropagationObservedBySync(t *testing.T) {
 	// A dry run delivers nothing, so times nothing.
 	dry := Options{DryRun: true}
 	w.r = &Reconciler{Hub: w.hub, Spokes: w.spokes, Recorder: w.events, Metrics: NewMetrics(prometheus.NewRegistry()), Opts: dry.WithDefaults()}
-	mp = bump("d")
+	mp = w.setPoolLabel(t, "d")
 	w.r.SawPoolChange(mp, time.Now())
 	if _, err := w.reconcile(t); err != nil {
 		t.Fatal(err)
