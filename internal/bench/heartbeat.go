@@ -58,10 +58,10 @@ type heartbeats struct {
 // the controller's caches hold a spoke's Nodes. restore puts every Node's status back as it was,
 // so that the steps after see the fleet they always saw.
 //
-// Before the first beat, it gives every Node that status once, paced, and waits for settle: the
+// Before the first beat, it gives every Node that status once, paced, and waits heartbeatSettle: the
 // simulated Nodes start with a bare status, so a Node's first post changes it, which a kubelet's
 // posts on a fleet in sync do not. So the posts it counts are the heartbeats alone.
-func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map[string]int, period, settle time.Duration) (*heartbeats, error) {
+func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map[string]int, period time.Duration) (*heartbeats, error) {
 	h := &heartbeats{done: make(chan struct{})}
 	var mu sync.Mutex
 	if err := forEach(spokes, 8, func(_ int, sp *localfleet.Spoke) error {
@@ -84,7 +84,7 @@ func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map
 	}); err != nil {
 		return nil, err
 	}
-	time.Sleep(settle)
+	time.Sleep(heartbeatSettle)
 	var hctx context.Context
 	hctx, h.cancel = context.WithCancel(ctx)
 	h.posts.SetLimit(8)

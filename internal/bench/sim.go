@@ -145,7 +145,7 @@ func (b *bench) sim(ctx context.Context) {
 			for i := range n {
 				caches[real[i%len(real)].Name]++
 			}
-			if beats, err = startHeartbeats(ctx, real, caches, b.cfg.SimHeartbeat, heartbeatSettle); err != nil {
+			if beats, err = startHeartbeats(ctx, real, caches, b.cfg.SimHeartbeat); err != nil {
 				b.rep.note("Node heartbeats: %v", err)
 			}
 		}
