@@ -25,8 +25,9 @@ import (
 // says changes: a sync that finds the pool as its status describes it writes
 // nothing (freshness is the cluster_last_sync_timestamp_seconds metric). It
 // reports whether it wrote: a write that failed did not, so what is said once
-// per status change (a refusal's Event) waits for the retry that writes it. The current status is read from the cache (from the
-// hub when the cache has not seen the object a create finds there).
+// per status change (a refusal's Event) waits for the retry that writes it.
+// The current status is read from the cache (from the hub when the cache has
+// not seen the object a create finds there).
 //
 // It also times pool changes (pool_propagation_seconds): one made while no
 // replica watched (a restart, a failover), which the status shows as an older
