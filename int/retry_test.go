@@ -407,3 +407,109 @@ func TestFailedStatusWritesAreRetried(t *testing.T) {
 	}
 	t.Logf("status written %s after the webhook went (%v failed tries before)", took.Round(time.Millisecond), failures)
 }
+
+// The hub refuses every MachinePoolSync status write (a ValidatingAdmissionPolicy
+// denies it) while a pool change is delivered. The spoke is written once; the refusal
+// is counted and retried on the cluster's backoff, never in a loop and with no
+// second spoke write; once the policy goes, the next retry writes the status,
+// dating the change to the spoke's writes. The backoff's cap is 4 s here
+// (5 minutes as shipped) so that the test sees it reached.
+func TestRefusedStatusWritesBackOff(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	const replicas = 2
+	addInfraPool(t, ctx, s, replicas)
+	opts := testOptions()
+	opts.RetryCap = 4 * time.Second
+	r := startController(t, ctx, controllerConfig(t, ctx, f), opts)
+	waitInSync(t, ctx, f, s, time.Minute)
+	hub := f.Hub.Client
+
+	const frozen = "MachinePoolSync statuses are frozen by policy"
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "freeze-status.localfleet.test"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
+							Resources: []string{"machinepoolsyncs/status"}},
+					},
+				}},
+			},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: frozen}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := hub.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := poolSync(ctx, hub, s, "infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API server loads policies in the background: wait until a dry run
+	// of a status write is refused.
+	waitFor(t, "the policy in force", 30*time.Second, func() bool {
+		err := hub.Status().Update(ctx, before.DeepCopy(), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), frozen)
+	})
+	offset := auditLines(t, s)
+	refused := func() float64 { return testutil.ToFloat64(r.Metrics.StatusWriteFailures.WithLabelValues("refused")) }
+	mp, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/status-refused"] = "1" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the spoke written while the hub refuses status writes", 30*time.Second, func() bool {
+		return nodesHold(ctx, s, "infra", hasLabel("example.com/status-refused", "1")) && machinesHoldLabel(ctx, s, "example.com/status-refused", "1")
+	})
+	written := time.Now()
+	time.Sleep(4 * time.Second) // the spoke's events of our writes have been handled
+	settled := refused()
+	const window = 16 * time.Second
+	time.Sleep(window)
+	if st, err := poolSync(ctx, hub, s, "infra"); err != nil || st.Status.ObservedGeneration != before.Status.ObservedGeneration {
+		t.Fatalf("the status moved to generation %d (%v) while the hub refused its writes: the fault was not injected", st.Status.ObservedGeneration, err)
+	}
+	retries := refused() - settled
+	t.Logf("refused status writes: %v while the spoke was written, %v in the %s after", settled, retries, window)
+	if settled < 1 {
+		t.Errorf("status_write_failures_total{reason=refused} = %v once the spoke was written, want the refusal counted", settled)
+	}
+	if retries < 2 {
+		t.Errorf("%v refused retries in %s, want retries on the backoff (capped at %s)", retries, window, opts.RetryCap)
+	}
+	if most := float64(window/opts.RetryCap) + 2; retries > most {
+		t.Errorf("%v refused retries in %s, want at most %v: one per backoff step, capped at %s, not a loop", retries, window, most, opts.RetryCap)
+	}
+
+	for _, o := range []client.Object{binding, policy} {
+		if err := hub.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := waitFor(t, "the status says the change once the hub takes it", opts.RetryCap+10*time.Second, func() bool {
+		st, err := poolSync(ctx, hub, s, "infra")
+		return err == nil && st.Status.ObservedGeneration == mp.Generation && st.Status.Phase == v1alpha1.PhaseInSync
+	})
+	st, _ := poolSync(ctx, hub, s, "infra")
+	if at := st.Status.LastChangeTime; at == nil || at.Time.After(written) {
+		t.Errorf("lastChangeTime %v, want the time of the spoke's writes (done by %v)", at, written.UTC())
+	}
+	if all, _, byObject := hubPatches(t, s, offset); all != 2*replicas {
+		t.Errorf("%d spoke patches for %d drifted objects, want one each: a refused status is retried without writing the spoke again (%v)", all, 2*replicas, byObject)
+	}
+	t.Logf("status written %s after the policy went", took.Round(time.Millisecond))
+}
