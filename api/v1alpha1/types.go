@@ -92,7 +92,8 @@ type MachinePoolSyncStatus struct {
 	Synced int `json:"synced"`
 	// Drifted counts the targeted objects that do not.
 	Drifted int `json:"drifted"`
-	// Patched counts the objects written in the last sync.
+	// Patched counts the objects written in the last sync, or, when that sync's
+	// status write failed, in the sync whose change the status says.
 	Patched int `json:"patched"`
 	// Skipped counts Machines whose Node could not be targeted (no nodeRef yet, Node missing or not theirs).
 	Skipped int `json:"skipped"`

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
@@ -110,10 +109,9 @@ type Reconciler struct {
 	// statusRetry spaces the retries of status writes that failed
 	// transiently, per cluster (retryStatus).
 	statusRetry workqueue.TypedRateLimiter[string]
-	// unsaid is, per pool (namespace/name), the time of a change its last
-	// status write failed to say: the retry, which changes nothing itself,
-	// says it.
-	unsaid map[string]metav1.Time
+	// unsaid is, per pool (namespace/name), a change its last status write
+	// failed to say: the retry, which changes nothing itself, says it.
+	unsaid map[string]unsaidChange
 	// written is the last status this controller wrote per pool (namespace/name),
 	// with the resourceVersion the write returned: the cache may not show it yet.
 	written map[string]writtenStatus
@@ -156,7 +154,7 @@ func (r *Reconciler) init() {
 	if r.lastPools == nil {
 		r.lastPools = map[string]map[string]bool{}
 		r.written = map[string]writtenStatus{}
-		r.unsaid = map[string]metav1.Time{}
+		r.unsaid = map[string]unsaidChange{}
 		r.lastConn = map[string]remote.Reason{}
 	}
 }
@@ -669,7 +667,7 @@ func (r *Reconciler) forgetCluster(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.lastPools, ck)
 	maps.DeleteFunc(r.written, func(k string, _ writtenStatus) bool { return inNamespace(k) })
-	maps.DeleteFunc(r.unsaid, func(k string, _ metav1.Time) bool { return inNamespace(k) })
+	maps.DeleteFunc(r.unsaid, func(k string, _ unsaidChange) bool { return inNamespace(k) })
 	delete(r.lastConn, ck)
 	r.mu.Unlock()
 }

@@ -37,9 +37,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	key := mp.Namespace + "/" + mp.Name
 	changedAt := now
 	r.mu.Lock()
-	if t, ok := r.unsaid[key]; ok && !changed {
-		// A change whose status write failed: said now, with its own time.
-		changed, changedAt = true, t
+	if u, ok := r.unsaid[key]; ok && !changed {
+		// A change whose status write failed: said now, with its own time and
+		// the objects its sync patched.
+		changed, changedAt, st.Patched = true, u.at, u.patched
 	}
 	r.mu.Unlock()
 	defer func() {
@@ -48,7 +49,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		if err == nil {
 			delete(r.unsaid, key)
 		} else if changed {
-			r.unsaid[key] = changedAt
+			r.unsaid[key] = unsaidChange{at: changedAt, patched: st.Patched}
 		}
 	}()
 	cur := &v1alpha1.MachinePoolSync{}
@@ -124,6 +125,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	// Timed once the status says it: a failed write leaves the clock running.
 	r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 	return true, nil
+}
+
+// unsaidChange is a change whose status write failed: when its sync ran, and
+// how many objects it patched.
+type unsaidChange struct {
+	at      metav1.Time
+	patched int
 }
 
 // writtenStatus is a status this controller wrote.

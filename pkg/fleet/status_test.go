@@ -216,6 +216,9 @@ func TestReconcileRetriesFailedStatusWrites(t *testing.T) {
 	if at := w.poolSync(t).Status.LastChangeTime; at == nil || at.After(changedBy.Time) {
 		t.Errorf("lastChangeTime %v, want the time of the first sync's writes, before %v", at, changedBy)
 	}
+	if got := w.poolSync(t).Status.Patched; got != 6 {
+		t.Errorf("patched %d, want 6: the objects the first sync wrote, which the retry says", got)
+	}
 	if res.RequeueAfter < w.r.Opts.ResyncPeriod/2 {
 		t.Errorf("in sync with its status written: requeue %v, want the resync", res.RequeueAfter)
 	}
