@@ -41,6 +41,10 @@ build: ## Build bin/hub-controller (static, version from git).
 controlplane: ## Build etcd and kube-apiserver of every spoke version (SPOKE_VERSIONS) for tests into .cache/ (once per version).
 	@for v in $(SPOKE_VERSIONS); do hack/controlplane.sh $$v || exit 1; done
 
+.PHONY: nodelink
+nodelink: ## Build machine-api's nodelink-controller for tests into .cache/ (once; hack/nodelink.sh).
+	@hack/nodelink.sh >/dev/null
+
 .PHONY: generate
 generate: ## Regenerate config/crds from the pinned hive/apis and openshift/api.
 	hack/gen-crds.sh
@@ -88,7 +92,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5000 executions) over the co
 INT_PARALLEL ?= 6
 
 .PHONY: test-int
-test-int: build controlplane ## Integration tests on real API servers (builds the control planes first), INT_PARALLEL (6) at a time.
+test-int: build controlplane nodelink ## Integration tests on real API servers (builds the control planes and nodelink first, outside any test's deadline), INT_PARALLEL (6) at a time.
 	@# Beside them, the spoke cache's decoders on real API servers' answers (pkg/remote;
 	@# test-unit, which has no control plane, skips that test).
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote & answers=$$!; \
