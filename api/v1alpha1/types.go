@@ -93,7 +93,8 @@ type MachinePoolSyncStatus struct {
 	// Drifted counts the targeted objects that do not.
 	Drifted int `json:"drifted"`
 	// Patched counts the objects written in the last sync, or, when that sync's
-	// status write failed, in the sync whose change the status says.
+	// status write failed, in the sync whose change the status says (kept in
+	// the controller's memory: 0 if it restarted before saying it).
 	Patched int `json:"patched"`
 	// Skipped counts Machines whose Node could not be targeted (no nodeRef yet, Node missing or not theirs).
 	Skipped int `json:"skipped"`
