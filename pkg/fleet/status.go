@@ -37,9 +37,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	key := mp.Namespace + "/" + mp.Name
 	changedAt := now
 	r.mu.Lock()
-	if u, ok := r.unsaid[key]; ok && !changed {
+	if u, ok := r.unsaid[key]; ok && !changed && u.uid == mp.UID {
 		// A change whose status write failed: said now, with its own time and
-		// the objects its sync patched.
+		// the objects its sync patched. Not by a pool made again under its name.
 		changed, changedAt, st.Patched = true, u.at, u.patched
 	}
 	r.mu.Unlock()
@@ -49,7 +49,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		if err == nil {
 			delete(r.unsaid, key)
 		} else if changed {
-			r.unsaid[key] = unsaidChange{at: changedAt, patched: st.Patched}
+			r.unsaid[key] = unsaidChange{at: changedAt, patched: st.Patched, uid: mp.UID}
 		}
 	}()
 	cur := &v1alpha1.MachinePoolSync{}
@@ -127,11 +127,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	return true, nil
 }
 
-// unsaidChange is a change whose status write failed: when its sync ran, and
-// how many objects it patched.
+// unsaidChange is a change whose status write failed: when its sync ran, how
+// many objects it patched, and the pool it was made for.
 type unsaidChange struct {
 	at      metav1.Time
 	patched int
+	uid     types.UID
 }
 
 // writtenStatus is a status this controller wrote.

@@ -157,6 +157,47 @@ func TestWriteStatusCacheWithoutOurCreate(t *testing.T) {
 	}
 }
 
+// A change whose status write failed is said by the next write of its pool's
+// status, with its time and count; a pool made again under the same name
+// (another UID) does not say it.
+func TestUnsaidChangeStaysWithItsPool(t *testing.T) {
+	patches := 0
+	r, mp := statusHub(&patches, nil)
+	ctx := context.Background()
+	st := Status(PoolResult{Cluster: "ns/c", PoolName: "infra"})
+	st.Phase = v1alpha1.PhaseInSync
+	t0 := metav1.NewTime(time.Unix(1000, 0))
+	if _, err := r.writeStatus(ctx, mp, st, false, t0, t0.Time); err != nil {
+		t.Fatal(err)
+	}
+	changedAt := metav1.NewTime(t0.Add(time.Minute))
+	unsaid := func() {
+		r.mu.Lock()
+		r.unsaid[mp.Namespace+"/"+mp.Name] = unsaidChange{at: changedAt, patched: 3, uid: mp.UID}
+		r.mu.Unlock()
+	}
+	later := metav1.NewTime(t0.Add(time.Hour))
+
+	unsaid()
+	again := mp.DeepCopy()
+	again.UID = "u-again"
+	if news, err := r.writeStatus(ctx, again, st, false, later, later.Time); err != nil || news {
+		t.Errorf("a pool made again under the name: wrote=%v err=%v, want nothing to say", news, err)
+	}
+
+	unsaid()
+	if news, err := r.writeStatus(ctx, mp, st, false, later, later.Time); err != nil || !news {
+		t.Fatalf("its own pool: wrote=%v err=%v, want the change said", news, err)
+	}
+	got := &v1alpha1.MachinePoolSync{}
+	if err := r.Live.Get(ctx, client.ObjectKeyFromObject(mp), got); err != nil {
+		t.Fatal(err)
+	}
+	if at := got.Status.LastChangeTime; at == nil || !at.Equal(&changedAt) || got.Status.Patched != 3 {
+		t.Errorf("lastChangeTime %v, patched %d; want %v and 3, the failed write's", at, got.Status.Patched, changedAt)
+	}
+}
+
 // A MachinePoolSync whose first status was never written (the write after its
 // create failed) gets its status whole, not as a merge patch that would leave
 // out the required counts when they are 0.
