@@ -384,12 +384,13 @@ func TestFailedStatusWritesAreRetried(t *testing.T) {
 	t.Logf("status written %s after the webhook went (%v failed tries before)", took.Round(time.Millisecond), failures)
 }
 
-// The hub refuses every MachinePoolSync status write (a ValidatingAdmissionPolicy
-// denies it) while a pool change is delivered. The spoke is written once; the refusal
-// is counted and retried on the cluster's backoff, never in a loop and with no
-// second spoke write; once the policy goes, the next retry writes the status,
-// dating the change to the spoke's writes. The backoff's cap is 4 s here
-// (5 minutes as shipped) so that the test sees it reached.
+// The hub refuses every MachinePoolSync status write (a
+// ValidatingAdmissionPolicy denies it) while a pool change is delivered. The
+// spoke is written once; the refusal is counted and retried on the cluster's
+// backoff, never in a loop and with no second spoke write; once the policy
+// goes, the next retry writes the status, dating the change to the spoke's
+// writes. The backoff's cap is 4 s here (5 minutes as shipped) so that the
+// test sees it reached.
 func TestRefusedStatusWritesBackOff(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
