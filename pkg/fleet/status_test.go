@@ -163,6 +163,15 @@ func TestWriteStatusCacheWithoutOurCreate(t *testing.T) {
 func TestUnsaidChangeStaysWithItsPool(t *testing.T) {
 	patches := 0
 	r, mp := statusHub(&patches, nil)
+	failing := false
+	r.Hub = interceptor.NewClient(r.Hub.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
+			if failing {
+				return apierrors.NewServiceUnavailable("the hub is restarting")
+			}
+			return c.SubResource(sub).Patch(ctx, obj, p, o...)
+		},
+	})
 	ctx := context.Background()
 	st := Status(PoolResult{Cluster: "ns/c", PoolName: "infra"})
 	st.Phase = v1alpha1.PhaseInSync
@@ -171,21 +180,26 @@ func TestUnsaidChangeStaysWithItsPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	changedAt := metav1.NewTime(t0.Add(time.Minute))
-	unsaid := func() {
-		r.mu.Lock()
-		r.unsaid[mp.Namespace+"/"+mp.Name] = unsaidChange{at: changedAt, patched: 3, uid: mp.UID}
-		r.mu.Unlock()
+	failChange := func() {
+		t.Helper()
+		failing = true
+		defer func() { failing = false }()
+		patched := st
+		patched.Patched = 3
+		if _, err := r.writeStatus(ctx, mp, patched, true, changedAt, changedAt.Time); err == nil {
+			t.Fatal("the status write of a change did not fail")
+		}
 	}
 	later := metav1.NewTime(t0.Add(time.Hour))
 
-	unsaid()
+	failChange()
 	again := mp.DeepCopy()
 	again.UID = "u-again"
 	if news, err := r.writeStatus(ctx, again, st, false, later, later.Time); err != nil || news {
 		t.Errorf("a pool made again under the name: wrote=%v err=%v, want nothing to say", news, err)
 	}
 
-	unsaid()
+	failChange()
 	if news, err := r.writeStatus(ctx, mp, st, false, later, later.Time); err != nil || !news {
 		t.Fatalf("its own pool: wrote=%v err=%v, want the change said", news, err)
 	}
