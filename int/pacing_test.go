@@ -166,12 +166,13 @@ func pacedWrites(t *testing.T, ctx context.Context, s *localfleet.Spoke, skip in
 }
 
 // checkBatches asserts, on the audit log's times, that the pairs got the
-// taint in batches of at most batch, each batch at least interval after the
-// one before (less 300 ms for the spread of one batch's writes), the Machine
-// and its Node in the same batch. It returns the batches' start times.
+// taint in batches of at most batch, the Machine and its Node in the same
+// batch, and that each batch's first write came at least interval after the
+// last write of the one before landed (the interval runs from landed
+// writes). It returns the batches' start times.
 func checkBatches(t *testing.T, writes []pacedWrite, batch int, interval time.Duration) []time.Time {
 	t.Helper()
-	var starts []time.Time
+	var starts, ends []time.Time
 	var sizes []int
 	for _, w := range writes {
 		if w.machineAt.IsZero() || w.nodeAt.IsZero() {
@@ -183,9 +184,15 @@ func checkBatches(t *testing.T, writes []pacedWrite, batch int, interval time.Du
 		}
 		if len(starts) == 0 || w.at().Sub(starts[len(starts)-1]) > interval/2 {
 			starts = append(starts, w.at())
+			ends = append(ends, time.Time{})
 			sizes = append(sizes, 0)
 		}
 		sizes[len(sizes)-1]++
+		for _, at := range []time.Time{w.machineAt, w.nodeAt} {
+			if at.After(ends[len(ends)-1]) {
+				ends[len(ends)-1] = at
+			}
+		}
 	}
 	var gaps []string
 	for i, n := range sizes {
@@ -193,14 +200,14 @@ func checkBatches(t *testing.T, writes []pacedWrite, batch int, interval time.Du
 			t.Errorf("batch %d took %d Machine+Node pairs, want at most %d", i+1, n, batch)
 		}
 		if i > 0 {
-			gap := starts[i].Sub(starts[i-1])
+			gap := starts[i].Sub(ends[i-1])
 			gaps = append(gaps, gap.Round(time.Millisecond).String())
-			if gap < interval-300*time.Millisecond {
-				t.Errorf("batch %d began %s after batch %d, want at least %s", i+1, gap, i, interval)
+			if gap < interval {
+				t.Errorf("batch %d began %s after batch %d's last write landed, want at least %s", i+1, gap, i, interval)
 			}
 		}
 	}
-	t.Logf("paced writes from the audit log: %d batches of %v pairs, %v apart", len(sizes), sizes, gaps)
+	t.Logf("paced writes from the audit log: %d batches of %v pairs, each begun %v after the last write of the one before", len(sizes), sizes, gaps)
 	return starts
 }
 
@@ -230,34 +237,44 @@ func TestNoExecutePacedRollout(t *testing.T) {
 	before := snapshotForeign(t, ctx, s, "infra", pacedKeys)
 	skip := auditLines(t, s)
 
+	// The maintenance window is closed when the taint is declared, so what
+	// is checked during the rollout is read while it is under way, however
+	// slow the machine: nothing starts until the window goes.
+	setPoolAnnotation(t, ctx, f.Hub.Client, s, "infra", nmsync.AnnotationNoExecuteWindow, closedWindow(time.Now()))
 	setGPUTaint(t, ctx, s, "true")
-	changed := time.Now()
 	waitFor(t, "the label of the same change on all 10 Nodes", 4*time.Second, func() bool {
 		return nodesHold(ctx, s, "infra", hasLabel("example.com/lane", "gpu"))
 	})
-	if n, since := gpuTainted(ctx, s, "true"), time.Since(changed); since < pacedInterval-time.Second && n > pacedBatch {
-		t.Errorf("%d Nodes tainted %s after the change, want at most %d before the interval", n, since, pacedBatch)
-	}
 	var st *v1alpha1.MachinePoolSync
-	waitFor(t, "status RollingOut with its progress", 4*time.Second, func() bool {
+	waitFor(t, "status RollingOut, held by the window", 10*time.Second, func() bool {
 		var err error
 		st, err = poolSync(ctx, f.Hub.Client, s, "infra")
-		return err == nil && st.Status.Phase == v1alpha1.PhaseRollingOut && st.Status.Rollout != nil && st.Status.Rollout.NextBatchTime != nil
+		return err == nil && st.Status.Phase == v1alpha1.PhaseRollingOut && st.Status.Rollout != nil &&
+			st.Status.Reason == v1alpha1.ReasonOutsideWindow && st.Status.Rollout.NextBatchTime != nil
 	})
 	t.Logf("status: %s %s, rollout %+v", st.Status.Phase, st.Status.Message, *st.Status.Rollout)
-	if r := st.Status.Rollout; r.Total != pacedNodes || r.Batch != pacedBatch || r.Done < pacedBatch || r.Done >= pacedNodes || r.Taints != gpuKey+"=true:NoExecute" {
+	if r := st.Status.Rollout; r.Total != pacedNodes || r.Batch != pacedBatch || r.Done != 0 || r.Taints != gpuKey+"=true:NoExecute" {
 		t.Errorf("rollout status %+v", *r)
 	}
-
-	// The drift report lists the paced taint as pending.
+	// The drift report lists the paced taint as pending, and why.
 	rows := driftRows(t, ctx, f)
 	if len(rows) != 1 {
 		t.Fatalf("drift -o json: want 1 row, got %+v", rows)
 	}
-	if r := rows[0]; r.State != v1alpha1.PhaseRollingOut || r.PendingNoExecute != gpuKey+"=true:NoExecute" || r.PendingNodes < 1 || r.PendingNodes > pacedNodes-pacedBatch {
+	if r := rows[0]; r.State != v1alpha1.PhaseRollingOut || r.PendingNoExecute != gpuKey+"=true:NoExecute" || r.PendingNodes != pacedNodes || !strings.Contains(r.PendingHeld, "window") {
 		t.Errorf("drift row during the rollout: %+v", r)
 	}
+	if n := gpuTainted(ctx, s, ""); n != 0 {
+		t.Errorf("%d Nodes tainted outside the window, want 0", n)
+	}
 
+	// The window goes: the batches start.
+	setPoolAnnotation(t, ctx, f.Hub.Client, s, "infra", nmsync.AnnotationNoExecuteWindow, "")
+	opened := time.Now()
+	waitFor(t, "the first batch", 10*time.Second, func() bool { return gpuTainted(ctx, s, "true") >= 1 })
+	if n, since := gpuTainted(ctx, s, "true"), time.Since(opened); since < pacedInterval-time.Second && n > pacedBatch {
+		t.Errorf("%d Nodes tainted %s after the window went, want at most %d before the interval", n, since, pacedBatch)
+	}
 	waitFor(t, "all 10 Nodes tainted", 4*pacedInterval+10*time.Second, func() bool { return gpuTainted(ctx, s, "true") == pacedNodes })
 	starts := checkBatches(t, pacedWrites(t, ctx, s, skip, "true"), pacedBatch, pacedInterval)
 	if len(starts) != pacedNodes/pacedBatch {
@@ -331,6 +348,54 @@ func TestNoExecutePacedRollout(t *testing.T) {
 	if after := snapshotForeign(t, ctx, s, "infra", pacedKeys); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("labels or taints of others changed:\nbefore %v\nafter  %v", before, after)
 	}
+}
+
+// closedWindow is a maintenance window that is closed at now and stays
+// closed for about 12 hours: a minute a day, half a day away.
+func closedWindow(now time.Time) string {
+	at := now.UTC().Add(12 * time.Hour)
+	return fmt.Sprintf("schedule=%d %d * * *; duration=1m", at.Minute(), at.Hour())
+}
+
+// TestNoExecuteIntervalRunsFromLandedWrites: a slow admission webhook holds
+// every Node write 1.5 s, so each batch's Node writes land well after its
+// Machine writes and after the batch was admitted. The interval runs from
+// the landed writes: no batch's first write comes sooner than the interval
+// after the last write of the batch before.
+func TestNoExecuteIntervalRunsFromLandedWrites(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addPacedPool(t, ctx, s)
+	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	waitInSync(t, ctx, f, s, time.Minute)
+	const delay = 1500 * time.Millisecond
+	wh, err := s.StartWebhook(ctx, func(c localfleet.AdmissionCall) localfleet.Verdict {
+		if c.Resource == "nodes" {
+			return localfleet.Verdict{Delay: delay}
+		}
+		return localfleet.Verdict{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wh.Close(context.Background()) })
+	skip := auditLines(t, s)
+
+	setGPUTaint(t, ctx, s, "true")
+	waitFor(t, "all 10 Nodes tainted", 4*pacedInterval+30*time.Second, func() bool { return gpuTainted(ctx, s, "true") == pacedNodes })
+	writes := pacedWrites(t, ctx, s, skip, "true")
+	for _, w := range writes {
+		if d := w.nodeAt.Sub(w.machineAt); d < delay {
+			t.Errorf("Machine %s: its Node's write landed %s after the Machine's, want at least the webhook's %s", w.machine, d, delay)
+		}
+	}
+	if starts := checkBatches(t, writes, pacedBatch, pacedInterval); len(starts) != pacedNodes/pacedBatch {
+		t.Errorf("%d batches, want %d", len(starts), pacedNodes/pacedBatch)
+	}
+	waitInSync(t, ctx, f, s, 10*time.Second)
 }
 
 // TestNoExecutePacingAcrossLeaderChangeAndRestart: two replicas run the

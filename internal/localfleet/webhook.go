@@ -43,6 +43,10 @@ type Verdict struct {
 	// with failurePolicy Fail, answers the write with a 500 (a transient
 	// failure, as a flaky webhook or a proxy error would be).
 	Fail bool
+	// Delay holds the answer this long (less than the webhook's 5 s
+	// timeout), as a slow webhook or a loaded API server would: the write
+	// lands that much later.
+	Delay time.Duration
 }
 
 // Webhook is a real validating admission webhook: an HTTPS server on
@@ -182,6 +186,13 @@ func (w *Webhook) serve(rw http.ResponseWriter, r *http.Request) {
 		w.probes++
 	}
 	w.mu.Unlock()
+	if verdict.Delay > 0 {
+		select {
+		case <-time.After(verdict.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if verdict.Fail {
 		http.Error(rw, "webhook failing on purpose", http.StatusInternalServerError)
 		return

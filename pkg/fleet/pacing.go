@@ -7,6 +7,7 @@ import (
 	gosync "sync"
 	"time"
 
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
@@ -226,9 +227,18 @@ type pacer struct {
 }
 
 type paceState struct {
-	taints string    // the paced taints this state is about
-	last   time.Time // the last batch this process started; zero if none
-	seen   time.Time // when this process first saw the rollout under way
+	taints string // the paced taints this state is about
+	// last is when the writes of the last batch this process started
+	// returned (landed), or, while this sync's are in flight, when it was
+	// admitted; zero if none. The interval runs from it: a batch whose
+	// writes land late (a loaded spoke, a slow webhook) does not shorten
+	// the time evicted pods have to land somewhere before the next.
+	last time.Time
+	seen time.Time // when this process first saw the rollout under way
+	// writing are the Machines of batches in flight that this sync writes
+	// in full (admitted now, or retried): when their writes return, last
+	// moves to that moment (landed).
+	writing map[string]bool
 	// inFlight are the Machines of the batches of taints: until they are
 	// Done, they count as Started, so a batch whose writes failed is retried
 	// without starting another.
@@ -330,7 +340,11 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 			healthy[j] = t.Node == nil || !nodeSick(t.Node)
 		}
 		admit := nmsync.AdmitPreferring(progress, batch, healthy)
+		st.writing = map[string]bool{}
 		for j, ok := range admit {
+			if ok && st.inFlight[targets[j].Machine.Name] && progress[j] != nmsync.ProgressDone {
+				st.writing[targets[j].Machine.Name] = true // a batch in flight, retried
+			}
 			if ok && progress[j] == nmsync.ProgressPending {
 				name := targets[j].Machine.Name
 				st.inFlight[name] = true
@@ -340,10 +354,43 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 					}
 					st.admittedSick[name] = true
 				}
+				st.writing[name] = true
 				st.last, due = now, now.Add(pacing.Interval)
 			}
 		}
 		return admit, due, hold
+	}
+}
+
+// landed moves the last batch of each pool whose sync wrote a batch in
+// flight to at, the moment those writes returned, and its Rollout's next
+// batch with it: the interval runs from when a batch's writes landed, not
+// from when it was admitted. A write that was sent counts, whether or not
+// it went through: one that timed out may still have landed, and the later
+// time is the safe side.
+func (p *pacer) landed(ck string, pools []hivev1.MachinePool, d *Decision, work []*poolWork, results [][][]nmsync.Result, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, pw := range work {
+		st := p.clusters[ck][pools[i].Name]
+		if pw == nil || st == nil || len(st.writing) == 0 {
+			continue
+		}
+		sent := false
+		for j, w := range pw.targets {
+			if st.writing[w.target.Machine.Name] && slices.ContainsFunc(results[i][j], func(r nmsync.Result) bool { return r.Requests > 0 }) {
+				sent = true
+				break
+			}
+		}
+		st.writing = nil
+		if !sent {
+			continue
+		}
+		st.last = at
+		if ro := d.Results[i].Rollout; ro != nil && !ro.NextBatch.IsZero() && ro.Hold.Until.IsZero() {
+			ro.NextBatch = at.Add(ro.Pacing.Interval)
+		}
 	}
 }
 

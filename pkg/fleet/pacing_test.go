@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -44,6 +45,22 @@ func (f *rolloutFleet) write(paced []nmsync.Desired, skip ...string) {
 		t.Machine.Spec.Taints = paced[j].Taints
 		t.Node.Spec.Taints = paced[j].Taints
 	}
+}
+
+// land tells p that the writes of the sync that made d and paced returned
+// at at: one request for each target written in full, as the reconciler's
+// write reports them (pacer.landed).
+func (f *rolloutFleet) land(p *pacer, d *Decision, paced []nmsync.Desired, at time.Time) {
+	pw := &poolWork{}
+	results := [][][]nmsync.Result{make([][]nmsync.Result, len(f.targets))}
+	for j, t := range f.targets {
+		pw.targets = append(pw.targets, targetWork{desired: paced[j], target: t})
+		if paced[j].Deferred == nil {
+			results[0][j] = []nmsync.Result{{Kind: nmsync.ResultKindNode, Name: t.Node.Name, Outcome: nmsync.OutcomePatched, Requests: 1}}
+		}
+	}
+	pools := []hivev1.MachinePool{{ObjectMeta: metav1.ObjectMeta{Name: "c-workers"}}}
+	p.landed("ns/c", pools, d, []*poolWork{pw}, results, at)
 }
 
 func rolloutDecision(pacing nmsync.Pacing, taints ...corev1.Taint) *Decision {
@@ -121,6 +138,31 @@ func TestPacedRollout(t *testing.T) {
 			_, paced := f.play(t, p, pacing, t0, want, gpuB)
 			f.write(paced)
 		}
+	})
+
+	t.Run("the interval runs from when a batch's writes landed", func(t *testing.T) {
+		// The first batch's writes take 4 s (a loaded spoke, a slow webhook):
+		// the next batch is due 10 s after they returned, not after the batch
+		// was admitted, and the status and the requeue say so.
+		f, p := newRolloutFleet(5), newPacer()
+		d, paced := f.play(t, p, pacing, t0, round{at: 0, started: []string{"m0", "m1"}, waiting: []string{"m2", "m3", "m4"}, next: 10 * s}, gpu)
+		f.write(paced)
+		f.land(p, d, paced, t0.Add(4*s))
+		if got := d.Results[0].Rollout.NextBatch.Sub(t0); got != 14*s {
+			t.Errorf("after the writes landed at t0+4s, the next batch is due at t0+%s, want t0+14s", got)
+		}
+		for _, want := range []round{
+			{at: 10 * s, waiting: []string{"m2", "m3", "m4"}, next: 14 * s},
+			{at: 14 * s, started: []string{"m2", "m3"}, waiting: []string{"m4"}, next: 24 * s},
+		} {
+			d, paced := f.play(t, p, pacing, t0, want, gpu)
+			f.write(paced)
+			f.land(p, d, paced, t0.Add(want.at)) // these land at once
+		}
+		// A sync that writes nothing of a batch in flight moves nothing.
+		d, paced = f.play(t, p, pacing, t0, round{at: 20 * s, waiting: []string{"m4"}, next: 24 * s}, gpu)
+		f.land(p, d, paced, t0.Add(21*s))
+		f.play(t, p, pacing, t0, round{at: 24 * s, started: []string{"m4"}, next: -1}, gpu)
 	})
 
 	t.Run("a restarted controller waits one interval", func(t *testing.T) {

@@ -285,6 +285,7 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 	work := r.plan(ck, pools, d, objs)
 	results, probe := r.write(ctx, ck, spoke, work)
 	d.Finish(results)
+	r.pacer.landed(ck, pools, d, work, results, r.now())
 	r.noteOutage(ctx, ck, d, probe)
 	for i := range d.Results {
 		if c := Count(d.Results[i].Results); c.Settling > 0 && c.Drifted == c.Settling {
