@@ -174,7 +174,10 @@ func (cn *conn) lastError() error {
 	return cn.lastErr
 }
 
-// probe is GET /version with the request timeout.
+// probe is GET /version with the request timeout. A 429 is an answer: API
+// Priority and Fairness sheds load from a live API server that way, so the
+// spoke is up, and a probe that called it down would drop a healthy
+// connection and its cache on a busy spoke.
 func (cn *conn) probe(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cn.server+"/version", nil)
 	if err != nil {
@@ -186,7 +189,7 @@ func (cn *conn) probe(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
 		return &httpStatusError{server: cn.server, code: resp.StatusCode}
 	}
 	return nil

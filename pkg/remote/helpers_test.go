@@ -41,6 +41,13 @@ type fakeSpoke struct {
 	token         atomic.Value // string
 	versionStatus atomic.Int32 // 0 = 200
 	watchStatus   atomic.Int32 // 0 = 200
+	// throttleLists answers this many lists 429 with Retry-After: 0, as API
+	// Priority and Fairness, or a 1.37 spoke whose watch cache is not fresh
+	// enough for a consistent list (ConsistentListFromCacheSkipTimeoutFallback),
+	// answers; throttled counts them.
+	throttleLists, throttled atomic.Int64
+	// encodings are the Accept-Encoding headers of lists and watches.
+	encodings []string
 	// versionGate, when set before the first request, holds every /version request until
 	// it is closed; versionInFlight and versionMaxSeen count them.
 	versionGate                     chan struct{}
@@ -106,8 +113,17 @@ func (f *fakeSpoke) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	f.mu.Lock()
+	f.encodings = append(f.encodings, r.Header.Get("Accept-Encoding"))
+	f.mu.Unlock()
 	if q.Get("watch") == "true" || q.Get("watch") == "1" {
 		f.serveWatch(w, r)
+		return
+	}
+	if f.throttleLists.Add(-1) >= 0 {
+		f.throttled.Add(1)
+		w.Header().Set("Retry-After", "0")
+		writeStatus(w, http.StatusTooManyRequests, string(metav1.StatusReasonTooManyRequests))
 		return
 	}
 	f.lists.Add(1)

@@ -51,8 +51,8 @@ const watchTimeoutMin = 5 * time.Minute
 // the probe, not 4. The API server writes a streaming list's objects one watch event at a time,
 // and converts each custom resource on its own (a MachineSet to PartialObjectMetadata, a Machine
 // to JSON), so a connect costs it more CPU streamed than listed, and a shard's restart is
-// faster listed (docs/benchmark-notes.md has the measurements). Kubernetes 1.33 turns the
-// WatchList feature off by default, so most spokes could not stream lists anyway.
+// faster listed (docs/benchmark-notes.md has the measurements). Spokes of 1.29 to 1.31 and
+// 1.33 have the WatchList feature off anyway (1.32 and 1.34 on turn it on).
 type kindLoop struct {
 	store   *kindStore
 	log     logr.Logger

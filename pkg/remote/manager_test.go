@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -582,4 +584,53 @@ func TestCacheRunsOnTheManagersClock(t *testing.T) {
 	eventually(t, "every kind retried once the fake clock passed its backoff", 5*time.Second, func() bool {
 		return spokeSrv.watches.Load() >= 2*kinds
 	})
+}
+
+// TestCacheRidesOutTooManyRequests: a busy spoke answers 429 (API Priority and
+// Fairness; from 1.37, a consistent list its watch cache cannot serve in time
+// when ConsistentListFromCacheSkipTimeoutFallback is on). client-go retries a
+// list after its Retry-After, so the connect goes through with no error, and a
+// probe answered 429 finds the spoke up: a throttled spoke is never called
+// Unreachable, nor disconnected. Every list and watch accepts gzip.
+func TestCacheRidesOutTooManyRequests(t *testing.T) {
+	spokeSrv := newFakeSpoke(t, "tok")
+	spokeSrv.throttleLists.Store(2)
+	spokeSrv.versionStatus.Store(http.StatusTooManyRequests)
+	hub := hubReader(kubeconfigSecret(kubeconfigBytes(t, spokeSrv.srv.URL, spokeSrv.caPEM(), "tok", nil)))
+	reg := prometheus.NewRegistry()
+	opts := fastOptions()
+	opts.Metrics = NewMetrics(reg)
+	opts.ProbeFailureThreshold = 1
+	c := NewManager(hub, opts)
+	startCache(t, c)
+	c.Ensure(context.Background(), eligibleCD())
+	eventually(t, "Connected", 5*time.Second, func() bool { return c.Status(testCluster).Connected })
+	if n := spokeSrv.throttled.Load(); n != 2 {
+		t.Errorf("%d lists answered 429, want 2", n)
+	}
+	if n := spokeSrv.lists.Load(); n != 3 {
+		t.Errorf("%d lists answered, want 3 (one per kind, each retried until it went through)", n)
+	}
+	if got := counterSum(t, reg, MetricsPrefix+"connection_errors_total"); got != 0 {
+		t.Errorf("connection_errors_total = %v after 429s that client-go retried, want 0", got)
+	}
+
+	// The watches fail, which makes the spoke suspect, and its probe is
+	// answered 429: with a threshold of one failed probe, it stays connected.
+	probes := spokeSrv.count("GET /version")
+	spokeSrv.srv.CloseClientConnections()
+	eventually(t, "a probe after the watches failed", 5*time.Second, func() bool {
+		return spokeSrv.count("GET /version") > probes
+	})
+	time.Sleep(5 * opts.ProbeInterval)
+	if st := c.Status(testCluster); !st.Connected {
+		t.Errorf("a spoke whose probes were answered 429 is %s: %s", st.Reason, st.Message)
+	}
+	spokeSrv.mu.Lock()
+	defer spokeSrv.mu.Unlock()
+	for _, enc := range spokeSrv.encodings {
+		if !strings.Contains(enc, "gzip") {
+			t.Errorf("a list or watch sent Accept-Encoding %q, want gzip (a list over 128 KiB comes compressed)", enc)
+		}
+	}
 }
