@@ -1,7 +1,7 @@
 // Tools module for the Kubernetes 1.33 test control plane: kube-apiserver
 // built from source through the Go module proxy, for spokes of that version.
 // The go line is k8s.io/kubernetes' own, so the binary keeps that release's
-// GODEBUG defaults. etcd comes from hack/tools/controlplane (one etcd for all).
+// GODEBUG defaults. etcd comes from hack/tools/etcd (one etcd for all).
 module github.com/openshift/hub-node-metadata/hack/tools/controlplane-1.33
 
 go 1.24.0
