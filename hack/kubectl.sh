@@ -5,12 +5,20 @@
 # version. A second run builds nothing. The tests run it as users do:
 # int/conditions_test.go runs README's `kubectl wait` recipe with it.
 #
+# hack/kubectl.sh 1.29 builds the kubectl of an older minor
+# (hack/tools/kubectl-1.29): SREs run the kubectl of their own OpenShift
+# minor, so the recipe runs with the oldest supported one too.
+#
 # Prints the binary's path on stdout; progress goes to stderr.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "${root}/hack/lib/cached-build.sh"
-tools="${root}/hack/tools/kubectl"
+tools="${root}/hack/tools/kubectl${1:+-$1}"
+if [[ ! -f "${tools}/go.mod" ]]; then
+  echo "kubectl: no tools module for Kubernetes $1 (${tools}); hack/controlplane-module.sh --kubectl writes one" >&2
+  exit 2
+fi
 version="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "${tools}/go.mod")"
 # The version kubectl prints, as Kubernetes' own build sets it.
 release="${version#v}"

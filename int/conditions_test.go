@@ -19,7 +19,11 @@ import (
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
-var kubectlBin builtOnce
+var kubectlBin, oldestKubectlBin builtOnce
+
+// oldestKubectl is the minor of the oldest kubectl the recipe is run with:
+// SREs run the kubectl of their own OpenShift minor.
+const oldestKubectl = "1.29"
 
 // kubectlBinary is the real kubectl, built once from the module proxy by
 // hack/kubectl.sh (or KUBECTL, which the Makefile sets to the same).
@@ -29,6 +33,16 @@ func kubectlBinary(t *testing.T) string {
 			return p, nil
 		}
 		return localfleet.BuildTool("../hack/kubectl.sh")
+	})
+}
+
+// oldestKubectlBinary is kubectl 1.29, as kubectlBinary (KUBECTL_1_29).
+func oldestKubectlBinary(t *testing.T) string {
+	return oldestKubectlBin.get(t, func() (string, error) {
+		if p := os.Getenv("KUBECTL_" + strings.ReplaceAll(oldestKubectl, ".", "_")); p != "" {
+			return p, nil
+		}
+		return localfleet.BuildTool("../hack/kubectl.sh", oldestKubectl)
 	})
 }
 
@@ -147,17 +161,37 @@ func TestKubectlWaitRecipe(t *testing.T) {
 	if out, err := run("wait", "machinepoolsync/"+pool, "--for=condition=Ready", "--timeout=5s"); err != nil {
 		t.Errorf("a bare kubectl wait for Ready should return at once on the old Ready=True (why the recipe exists): %v\n%s", err, out)
 	}
-	recipe := startRecipe(t, kubectl, admin, ns, pool)
+	// A pool made while the controller is down has no MachinePoolSync yet.
+	gpu := s.Name + "-gpu"
+	if _, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "gpu").WithReplicas(1).
+		WithLabels(map[string]string{"example.com/gpu": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	// The recipe waits for both, with the newest kubectl and the oldest
+	// supported (1.29 has no --for=create).
+	kubectls := map[string]string{"newest": kubectl, oldestKubectl: oldestKubectlBinary(t)}
+	recipes := map[string]*recipeRun{}
+	for version, bin := range kubectls {
+		for _, p := range []string{pool, gpu} {
+			recipes["kubectl "+version+" for "+p] = startRecipe(t, bin, admin, ns, p)
+		}
+	}
 	const down = 3 * time.Second
-	select {
-	case err := <-recipe.done:
-		t.Fatalf("the recipe returned (%v) while the controller was down: the old Ready answered for generation %d\n%s", err, mp.Generation, recipe.stderr.String())
-	case <-time.After(down):
+	time.Sleep(down)
+	for name, recipe := range recipes {
+		select {
+		case err := <-recipe.done:
+			t.Fatalf("the recipe (%s) returned (%v) while the controller was down: an old Ready, or a missing MachinePoolSync, answered for generation %d\n%s", name, err, mp.Generation, recipe.stderr.String())
+		default:
+		}
 	}
 	startBinary(t, kc)
-	took, err := recipe.result(t, time.Minute)
-	if err != nil {
-		t.Fatalf("the recipe failed on an edit that was delivered: %v\n%s", err, recipe.stderr.String())
+	for name, recipe := range recipes {
+		took, err := recipe.result(t, time.Minute)
+		if err != nil {
+			t.Fatalf("the recipe (%s) failed on an edit that was delivered: %v\n%s", name, err, recipe.stderr.String())
+		}
+		t.Logf("the recipe (%s) returned %s after it started (the controller was down for %s of it)", name, took.Round(time.Millisecond), down)
 	}
 	if !nodesHold(ctx, s, "infra", hasLabel("example.com/edit", "1")) {
 		t.Error("the recipe returned before every Node held the edit")
@@ -169,18 +203,22 @@ func TestKubectlWaitRecipe(t *testing.T) {
 	if c := meta.FindStatusCondition(mps.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.ObservedGeneration != mp.Generation {
 		t.Errorf("Ready after the recipe: %+v, want observedGeneration %d", c, mp.Generation)
 	}
-	t.Logf("the recipe returned %s after the edit (the controller was down for %s of it)", took.Round(time.Millisecond), down)
+	if gpuSync, err := poolSync(ctx, f.Hub.Client, s, "gpu"); err != nil || !meta.IsStatusConditionTrue(gpuSync.Status.Conditions, v1alpha1.ConditionReady) {
+		t.Errorf("the new pool after the recipe: %v, %+v; want Ready", err, gpuSync)
+	}
 
 	// A refused edit: the recipe fails at once, naming the reason.
 	if _, err := s.UpdatePoolOnHub(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["kubernetes.io/hostname"] = "pinned" }); err != nil {
 		t.Fatal(err)
 	}
-	recipe = startRecipe(t, kubectl, admin, ns, pool)
-	took, err = recipe.result(t, 30*time.Second)
-	if err == nil || !strings.Contains(recipe.stderr.String(), "ReservedKey") || took > 10*time.Second {
-		t.Errorf("the recipe on a refused pool: %v after %s, output %q; want a failure naming ReservedKey within seconds", err, took, recipe.stderr.String())
+	for version, bin := range kubectls {
+		recipe := startRecipe(t, bin, admin, ns, pool)
+		took, err := recipe.result(t, 30*time.Second)
+		if err == nil || !strings.Contains(recipe.stderr.String(), "ReservedKey") || took > 10*time.Second {
+			t.Errorf("the recipe (kubectl %s) on a refused pool: %v after %s, output %q; want a failure naming ReservedKey within seconds", version, err, took, recipe.stderr.String())
+		}
+		t.Logf("the recipe (kubectl %s) failed %s after a refused edit: %s", version, took.Round(time.Millisecond), strings.TrimSpace(recipe.stderr.String()))
 	}
-	t.Logf("the recipe failed %s after a refused edit: %s", took.Round(time.Millisecond), strings.TrimSpace(recipe.stderr.String()))
 	mps, err = poolSync(ctx, f.Hub.Client, s, "infra")
 	if err != nil {
 		t.Fatal(err)

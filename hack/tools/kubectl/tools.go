@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the commands this module builds.
+// Package tools pins the command this module builds.
 package tools
 
 import (
