@@ -5,7 +5,9 @@
 # and go.sum and the Go version. A second run builds nothing.
 #
 # Prints the binary's path on stdout; progress goes to stderr.
+# hack/nodelink.sh --cached prints it only if it is built (exit 1 if not).
 set -euo pipefail
+if [[ "${1:-}" == --cached ]]; then export CACHED_ONLY=1; fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "${root}/hack/lib/cached-build.sh"

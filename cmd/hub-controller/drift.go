@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
@@ -27,6 +29,10 @@ func drift(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// The report says every spoke's error in its rows; the connection
+	// manager's own log lines would only repeat them (and controller-runtime
+	// prints a stack dump if no logger is set within 30 s).
+	ctrl.SetLogger(logr.Discard())
 	cfg, err := hubConfig(*kubeconfig, &rc)
 	if err != nil {
 		return err

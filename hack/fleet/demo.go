@@ -15,9 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -34,14 +32,14 @@ func runDemo(ctx context.Context, f *localfleet.Fleet) error {
 		return err
 	}
 	defer logFile.Close()
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+	controllerLog.set(logFile)
 	fmt.Printf("\ncontroller log: %s\n", logFile.Name())
 
 	// spoke-1 runs machine-api's real nodelink controller, as every
 	// OpenShift cluster does: it copies Machine labels and taints onto Nodes
 	// beside the hub's writes.
-	if bin, err := localfleet.BuildTool("hack/nodelink.sh"); err != nil {
-		fmt.Printf("nodelink not started (%v); the demo goes on without it\n", err)
+	if bin, err := localfleet.BuildTool("hack/nodelink.sh", "--cached"); err != nil {
+		fmt.Println("machine-api's nodelink controller is not built yet, so no spoke runs it: `make nodelink` builds it (a few minutes on 2 cores), and the next run shows it beside the controller")
 	} else if nl, err := f.Spokes()[0].RunNodelink(ctx, bin, 0); err != nil {
 		fmt.Printf("nodelink not started (%v); the demo goes on without it\n", err)
 	} else {

@@ -8,25 +8,62 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 )
 
+// controllerLog is where controller-runtime's log goes: nowhere until the
+// demo names its file. The logger is set before anything logs, once (a
+// later SetLogger is ignored, and without one controller-runtime prints a
+// stack dump after 30 s that reads as a crash).
+var controllerLog lateWriter
+
+// lateWriter writes to w once set, and discards until then.
+type lateWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lateWriter) set(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w = w
+}
+
+func (l *lateWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		return len(p), nil
+	}
+	return l.w.Write(p)
+}
+
 func main() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(&controllerLog)))
 	spokes := flag.Int("spokes", 3, "number of spokes")
 	nodes := flag.Int("nodes", 3, "Nodes per sample pool")
 	demo := flag.Bool("demo", false, "run the controller, change a pool, show convergence, then exit")
 	dir := flag.String("dir", "", "working folder (default: a temporary folder removed on exit)")
-	versions := flag.String("spoke-versions", "", "comma-separated Kubernetes minors the spokes run in turn, e.g. 1.29,1.33,1.36 (hack/controlplane.sh --versions; default: every spoke the newest)")
+	versions := flag.String("spoke-versions", "", "comma-separated Kubernetes minors the spokes run in turn, e.g. 1.29,1.33,1.37, each built if it is not (hack/controlplane.sh --all; default: every spoke the newest)")
+	ifBuilt := flag.String("spoke-versions-if-built", "", "as -spoke-versions, but only the minors already built, saying how to build the others: a first run starts without waiting for them")
 	flag.Parse()
+	if *versions == "" && *ifBuilt != "" {
+		*versions = builtVersions(strings.Split(*ifBuilt, ","))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -102,4 +139,26 @@ func addSamplePools(ctx context.Context, s *localfleet.Spoke, nodes int) error {
 		WithLabels(map[string]string{"example.com/team": "payments"}).
 		WithMachineLabels(map[string]string{"example.com/cost-center": "1234"}))
 	return err
+}
+
+// builtVersions are the minors of want whose control plane is built, joined
+// with commas ("" if none but the newest, which every spoke then runs). It
+// says which are not and how to build them.
+func builtVersions(want []string) string {
+	var built, missing []string
+	for _, v := range want {
+		if exec.Command("hack/controlplane.sh", "--cached", v).Run() == nil {
+			built = append(built, v)
+		} else {
+			missing = append(missing, v)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Printf("Kubernetes %s: not built yet, so the spokes run %s; `make controlplane` builds the others (a few minutes each on 2 cores) and the next run shows them all\n",
+			strings.Join(missing, ", "), strings.Join(built, ", "))
+	}
+	if len(built) <= 1 {
+		return ""
+	}
+	return strings.Join(built, ",")
 }

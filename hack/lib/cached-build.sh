@@ -7,7 +7,8 @@
 # builds PACKAGE in the tools module TOOLS into
 # ${HUB_NODE_METADATA_CACHE:-<repo>/.cache}/NAME/FOLDER_<key>/BINARY (a
 # temporary folder moves into place whole) unless it is there already, and
-# prints the binary's path on stdout; progress goes to stderr.
+# prints the binary's path on stdout; progress goes to stderr. With
+# CACHED_ONLY=1 it builds nothing, and returns 1 when the binary is not there.
 
 cached_build() {
   local name="$1" tools="$2" folder="$3" binary="$4" pkg="$5"
@@ -22,6 +23,7 @@ cached_build() {
     echo "${dir}/${binary}"
     return 0
   fi
+  if [[ -n "${CACHED_ONLY:-}" ]]; then return 1; fi
   echo "${name}: building ${pkg} (about a minute on a cold machine)" >&2
   mkdir -p "${cache}/${name}"
   tmp="$(mktemp -d "${cache}/${name}/tmp.XXXXXX")"
