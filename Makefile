@@ -15,11 +15,17 @@ GO ?= go
 FUZZTIME ?= 5000x
 # Built once per version into .cache/ (gitignored); see hack/controlplane.sh.
 ASSETS = $(shell hack/controlplane.sh)
-# Every Kubernetes minor the spokes of a fleet can run (hack/tools/controlplane-*/
-# and the newest); the integration tests find each one's folder in
-# KUBEBUILDER_ASSETS_<major>_<minor> (internal/localfleet.VersionAssetsEnv).
-SPOKE_VERSIONS = $(shell hack/controlplane.sh --versions)
-VERSION_ASSETS = $(foreach v,$(SPOKE_VERSIONS),KUBEBUILDER_ASSETS_$(subst .,_,$(v))="$$(hack/controlplane.sh $(v))")
+# The spoke minors of README's test command's mixed fleet: the oldest
+# supported, a middle one and the newest (hack/controlplane.sh --versions).
+# `make test-versions SPOKE_VERSIONS="1.30 1.31"` runs the version tests on
+# others; `hack/controlplane.sh --all` lists every minor it can build. The
+# integration tests find each one's folder in KUBEBUILDER_ASSETS_<major>_<minor>
+# (internal/localfleet.VersionAssetsEnv).
+SPOKE_VERSIONS ?= $(shell hack/controlplane.sh --versions)
+VERSION_ASSETS = SPOKE_VERSIONS="$(SPOKE_VERSIONS)" $(foreach v,$(SPOKE_VERSIONS),KUBEBUILDER_ASSETS_$(subst .,_,$(v))="$$(hack/controlplane.sh $(v))")
+# The kubectls README's recipe is run with: the newest, and the oldest
+# supported minor's (hack/kubectl.sh).
+KUBECTLS = KUBECTL="$$(hack/kubectl.sh)" KUBECTL_1_29="$$(hack/kubectl.sh 1.29)"
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/openshift/hub-node-metadata/pkg/version.Version=$(VERSION) -X github.com/openshift/hub-node-metadata/pkg/version.Commit=$(COMMIT)
@@ -45,6 +51,10 @@ controlplane: ## Build etcd and kube-apiserver of every spoke version (SPOKE_VER
 nodelink: ## Build machine-api's nodelink-controller for tests into .cache/ (once; hack/nodelink.sh).
 	@hack/nodelink.sh >/dev/null
 
+.PHONY: kubectl
+kubectl: ## Build the kubectls README's recipe is tested with (the newest and 1.29) into .cache/ (once; hack/kubectl.sh).
+	@hack/kubectl.sh >/dev/null && hack/kubectl.sh 1.29 >/dev/null
+
 .PHONY: generate
 generate: ## Regenerate config/crds from the pinned hive/apis and openshift/api.
 	hack/gen-crds.sh
@@ -53,7 +63,12 @@ generate: ## Regenerate config/crds from the pinned hive/apis and openshift/api.
 verify: ## Fail if generated files are stale, code is unformatted, a go.mod is untidy, go vet or golangci-lint complains.
 	hack/gen-crds.sh --verify
 	@test -z "$$(gofmt -l cmd pkg internal int hack config)" || { echo "gofmt needed:"; gofmt -l cmd pkg internal int hack config; exit 1; }
+	@# The control plane modules of minors README's test command does not run are left to
+	@# `make test-versions-all` and `make test-beta`, which build them: tidying each would
+	@# fetch that Kubernetes release's whole module graph.
 	@for mod in . hack/tools/*/; do \
+	  case "$$mod" in hack/tools/controlplane-*/) m="$${mod#hack/tools/controlplane-}"; \
+	    case " $(SPOKE_VERSIONS) " in *" $${m%/} "*) ;; *) continue ;; esac ;; esac; \
 	  (cd $$mod && $(GO) mod tidy -diff >/dev/null) || { echo "go mod tidy needed in $$mod:"; (cd $$mod && $(GO) mod tidy -diff); exit 1; }; \
 	done
 	$(GO) vet ./...
@@ -63,17 +78,24 @@ verify: ## Fail if generated files are stale, code is unformatted, a go.mod is u
 test-unit: ## Unit tests (no API servers).
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/int$$')
 
+FUZZ_PKGS = $$(grep -rlE '^func Fuzz[A-Za-z0-9_]*\(' --include='*_test.go' pkg | xargs -n1 dirname | sort -u)
+
+.PHONY: fuzz-build
+fuzz-build: ## Compile one fuzzing test binary per package into .cache/fuzz.
+	@mkdir -p .cache/fuzz
+	@for pkg in $(FUZZ_PKGS); do \
+	  $(GO) test -c -fuzz=. -o $(CURDIR)/.cache/fuzz/$$(echo $$pkg | tr / _).test ./$$pkg || exit 1; \
+	done
+
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 5000 executions) over the committed corpora.
+fuzz: fuzz-build ## Run each fuzz target for FUZZTIME (default 5000 executions) over the committed corpora.
 	@# One fuzzing test binary per package (in .cache/fuzz), run once per target: `go test -fuzz`
 	@# would link it again for every target. Each run starts from the committed corpus alone, in
 	@# a fresh cache folder: go test's own cache keeps every input it ever found interesting, and
 	@# re-running them first grows each run's time without end. A failing input is written to
 	@# the package's testdata/fuzz, as with go test.
-	@mkdir -p .cache/fuzz
-	@for pkg in $$(grep -rlE '^func Fuzz[A-Za-z0-9_]*\(' --include='*_test.go' pkg | xargs -n1 dirname | sort -u); do \
+	@for pkg in $(FUZZ_PKGS); do \
 	  bin=$(CURDIR)/.cache/fuzz/$$(echo $$pkg | tr / _).test; \
-	  $(GO) test -c -fuzz=. -o $$bin ./$$pkg || exit 1; \
 	  cachedir=$$(mktemp -d); \
 	  for target in $$(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' $$pkg/*_test.go | sed 's/func //' | sort -u); do \
 	    echo "fuzz $$target in ./$$pkg for $(FUZZTIME)"; \
@@ -92,24 +114,52 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 5000 executions) over the co
 INT_PARALLEL ?= 6
 
 .PHONY: test-int
-test-int: build controlplane nodelink ## Integration tests on real API servers (builds the control planes and nodelink first, outside any test's deadline), INT_PARALLEL (6) at a time.
+test-int: build controlplane nodelink kubectl ## Integration tests on real API servers (builds the control planes, nodelink and kubectl first, outside any test's deadline), INT_PARALLEL (6) at a time.
 	@# Beside them, the spoke cache's decoders on real API servers' answers (pkg/remote;
 	@# test-unit, which has no control plane, skips that test).
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote & answers=$$!; \
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) KUBECTL="$$(hack/kubectl.sh)" $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...; rc=$$?; \
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(KUBECTLS) $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...; rc=$$?; \
 	wait $$answers || rc=1; exit $$rc
 
+# The version tests: a hub of the newest Kubernetes and one spoke of each of
+# SPOKE_VERSIONS in one fleet (int/versions_scenarios_test.go).
+VERSION_TESTS = ^TestSpokeVersions
+
+.PHONY: test-versions
+test-versions: build controlplane ## The version tests on spokes of SPOKE_VERSIONS (default: README's test command's).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 30m -run '$(VERSION_TESTS)' ./int/
+
+.PHONY: test-versions-all
+test-versions-all: ## Release check: the version tests once with a spoke of every released minor from the oldest supported to the newest (hack/controlplane.sh --all; each built once).
+	@$(MAKE) --no-print-directory test-versions SPOKE_VERSIONS="$$(hack/controlplane.sh --all | tr '\n' ' ')"
+
+.PHONY: test-beta
+test-beta: ## Early warning, not part of `make test`: the version tests with spokes of the next Kubernetes' pre-release (hack/controlplane.sh --beta: 1.38.0-beta.0).
+	@$(MAKE) --no-print-directory test-versions SPOKE_VERSIONS="$$(hack/controlplane.sh --beta | tr '\n' ' ')"
+
+.PHONY: test-prereqs
+test-prereqs: build controlplane nodelink kubectl fuzz-build ## What the tests run, built before any starts: the binary, control planes, nodelink, kubectl, golangci-lint, the fuzzing and test binaries.
+	@hack/lint.sh --build
+	@# Compiles every test binary (the build cache keeps them) and runs none: `go test`
+	@# then starts at once, instead of compiling beside the tests that already run.
+	$(GO) test -count=1 -run '^$$' $$($(GO) list ./... | grep -v '/int$$') >/dev/null
+	$(GO) test -c -o /dev/null ./int
+
 .PHONY: test
-test: ## Everything: verify, unit, fuzz, integration, at once (each one's output together, as it ends).
-	@# At once, not one after the other: each is CPU-bound and needs nothing of the others, and
-	@# the integration tests leave the CPU part idle while their last tests wait on timers.
+test: ## Everything: verify, unit, fuzz, integration, at once (each one's output together, as it ends), once what they run is built.
+	@# First what the tests run is built, one thing at a time: on a fresh machine that is most
+	@# of the CPU, and built beside the integration tests it would starve their timers. Then
+	@# the four run at once: each is CPU-bound and needs nothing of the others, and the
+	@# integration tests leave the CPU part idle while their last tests wait on timers.
 	@# Every fuzz target still runs its FUZZTIME executions; only the wall time is shared.
+	@$(MAKE) --no-print-directory test-prereqs
 	@$(MAKE) --no-print-directory -j4 --output-sync=target verify test-unit fuzz test-int
 
 # The spokes' Kubernetes minors in turn for `make fleet` and `make demo`, e.g.
-# FLEET_VERSIONS=1.29,1.33,1.36 (each built once by hack/controlplane.sh);
-# empty, every spoke runs the newest. The demo's three spokes run one version
-# each, every one the fleet supports (DEMO_VERSIONS).
+# FLEET_VERSIONS=1.29,1.33,1.37 (each built once by hack/controlplane.sh);
+# empty, every spoke of `make fleet` runs the newest. The demo's three spokes
+# run one of README's test versions each (DEMO_VERSIONS), those already built:
+# a first demo builds only the newest and says how to build the others.
 FLEET_VERSIONS ?=
 comma := ,
 DEMO_VERSIONS ?= $(subst $() ,$(comma),$(strip $(SPOKE_VERSIONS)))
@@ -119,8 +169,8 @@ fleet: ## Start a local hub and 3 spokes with sample pools, for kubectl; Ctrl-C 
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./hack/fleet -spokes 3 -spoke-versions "$(FLEET_VERSIONS)"
 
 .PHONY: demo
-demo: ## The main job: local hub and spokes (one of each supported Kubernetes version), the controller, a pool change converging.
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./hack/fleet -spokes 3 -demo -spoke-versions "$(or $(FLEET_VERSIONS),$(DEMO_VERSIONS))"
+demo: ## The main job: local hub and spokes (one of each tested Kubernetes version that is built), the controller, a pool change converging.
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) run ./hack/fleet -spokes 3 -demo -spoke-versions "$(FLEET_VERSIONS)" -spoke-versions-if-built "$(DEMO_VERSIONS)"
 
 # The image the Containerfile builds; `make image IMAGE=...` to push elsewhere.
 IMAGE ?= quay.io/app-sre/hub-node-metadata:$(VERSION)
