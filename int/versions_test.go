@@ -19,8 +19,10 @@ import (
 // A Hive shard manages clusters of several Kubernetes minors at once (4.16
 // EUS's 1.29 beside 1.33 and the newest), so one controller must work
 // against all of them together. These tests run a fleet whose hub is the
-// newest and whose spokes are one of every version hack/controlplane.sh
-// builds (hack/tools/controlplane-<minor>/, and the newest).
+// newest and whose spokes are one of each version `hack/controlplane.sh
+// --versions` lists: README's test command's (1.29, 1.33 and the newest),
+// or SPOKE_VERSIONS (make test-versions-all: every released minor; make
+// test-beta: the next release's beta).
 
 var (
 	spokeVersionsOnce sync.Once
@@ -31,8 +33,8 @@ var (
 	versionAssets   = map[string]*builtOnce{}
 )
 
-// spokeVersions are the Kubernetes minors hack/controlplane.sh builds, oldest
-// first.
+// spokeVersions are the Kubernetes minors of the spokes, oldest first
+// (hack/controlplane.sh --versions, which reads SPOKE_VERSIONS).
 func spokeVersions(t *testing.T) []string {
 	t.Helper()
 	spokeVersionsOnce.Do(func() {
