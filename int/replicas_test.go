@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -261,4 +263,87 @@ func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *test
 			t.Errorf("the standby sent a paused cluster's spoke %s %s", e.Verb, e.RequestURI)
 		}
 	}
+}
+
+// TestFrozenLeaderWritesNothingWhenItWakes: the leader is frozen (SIGSTOP, as
+// a long GC pause or a paused VM would) in the middle of a paced NoExecute
+// rollout, past its Lease; the other replica takes over and delivers the
+// pool's next edit. When the frozen leader is resumed, its caches still hold
+// the pool as it was before the edit, and it must write nothing: its writes
+// are fenced by its own clock (pkg/fleet/fence.go). Its elector then gives
+// the Lease up.
+func TestFrozenLeaderWritesNothingWhenItWakes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 4)
+	setPoolAnnotation(t, ctx, f.Hub.Client, s, "infra", nmsync.AnnotationNoExecuteBatch, "1")
+	const interval = 20 * time.Second
+	setPoolAnnotation(t, ctx, f.Hub.Client, s, "infra", nmsync.AnnotationNoExecuteInterval, interval.String())
+	kc := controllerKubeconfig(t, ctx, f)
+	leader, follower := startPair(t, kc, leaseFlags...)
+	waitInSync(t, ctx, f, s, 2*time.Minute)
+	setFrz := func(v string, taint bool) {
+		t.Helper()
+		if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
+			spec.Labels["example.com/frz"] = v
+			if taint {
+				spec.Taints = append(spec.Taints, localfleet.Taint("example.com/frz", "1", corev1.TaintEffectNoExecute))
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tainted := func() int {
+		nodes, _ := s.Nodes(ctx, "infra")
+		n := 0
+		for _, node := range nodes {
+			if slices.ContainsFunc(node.Spec.Taints, func(x corev1.Taint) bool { return x.Key == "example.com/frz" }) {
+				n++
+			}
+		}
+		return n
+	}
+	setFrz("1", true)
+	waitFor(t, "frz=1 on every Node and the rollout's first batch", time.Minute, func() bool {
+		return nodesHold(ctx, s, "infra", hasLabel("example.com/frz", "1")) && tainted() == 1
+	})
+	firstBatch := time.Now()
+
+	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	waitFor(t, "the other replica leads", time.Minute, func() bool { return isLeader(follower) })
+	t.Logf("the other replica leads %s after the leader froze", time.Since(frozen).Round(time.Millisecond))
+	setFrz("2", false)
+	waitFor(t, "the new leader delivers frz=2 to every Node", time.Minute, func() bool {
+		return nodesHold(ctx, s, "infra", hasLabel("example.com/frz", "2"))
+	})
+	skip := auditLines(t, s)
+	// Frozen until its next batch is overdue: it wakes with a sync due at once,
+	// planned from caches that have not yet caught up with the edit.
+	time.Sleep(time.Until(firstBatch.Add(interval + 5*time.Second)))
+	if err := leader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	t.Logf("the leader was frozen %s", resumed.Sub(frozen).Round(time.Millisecond))
+	// Long enough for a woken leader's reconcilers to run on what they hold
+	// (the run saw 9 patches within 20 s), and for its elector to
+	// find the Lease taken.
+	time.Sleep(15 * time.Second)
+	leaderPid := fmt.Sprint(leader.cmd.Process.Pid)
+	if writes := writersOf(t, s, skip)[leaderPid]; len(writes) > 0 {
+		t.Errorf("the resumed former leader sent the spoke %d patches after it woke (first %s after)", len(writes), writes[0].Sub(resumed).Round(time.Millisecond))
+	}
+	if !nodesHold(ctx, s, "infra", hasLabel("example.com/frz", "2")) {
+		t.Error("a Node lost the pool's latest value, frz=2, after the former leader woke")
+	}
+	if isLeader(leader) {
+		t.Error("the resumed former leader reports itself leader")
+	}
+	t.Logf("the resumed former leader, %s after it woke: %s", time.Since(resumed).Round(time.Millisecond), tail(leader.Logs(), 3))
 }

@@ -89,12 +89,14 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 	recorders := &lateRecorders{}
 	if mc.LeaderElection {
 		mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = &le.Lease, &le.Renew, &le.Retry
-		if le.WarmAfter > 0 {
-			if lease, err = newObservedLock(cfg, mc.LeaderElectionNS, le.Renew, opts.LeaderElectionID(), recorders, opts.Clock.Now); err != nil {
-				return nil, nil, err
-			}
-			mo.LeaderElectionResourceLockInterface = lease
+		if lease, err = newObservedLock(cfg, mc.LeaderElectionNS, le.Renew, opts.LeaderElectionID(), recorders, opts.Clock.Now); err != nil {
+			return nil, nil, err
 		}
+		// Writes are fenced: a replica writes to a spoke or the hub only while
+		// its Lease is its own by its own clock (fence.go).
+		lease.fence = newFence(le.Renew)
+		opts.WriteFence = lease.fence.check
+		mo.LeaderElectionResourceLockInterface = lease
 	}
 	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
@@ -125,7 +127,7 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 	if err != nil {
 		return nil, nil, err
 	}
-	if lease != nil {
+	if lease != nil && le.WarmAfter > 0 {
 		w := &standbyWarmer{lease: lease, after: le.WarmAfter, elected: mgr.Elected(), hub: mgr.GetCache(), spokes: r.Spokes,
 			inShard: opts.InShard, workers: opts.MaxConcurrentClusters, log: mgr.GetLogger().WithName("standby"),
 			warmups: register(metrics.Registry, newStandbyWarmups()), now: opts.Clock.Now}

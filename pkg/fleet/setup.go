@@ -104,6 +104,10 @@ type Options struct {
 	NodeSettle time.Duration
 	// Remote configures the spoke connections.
 	Remote remote.Options
+	// WriteFence, if set, is asked right before each write to a spoke or to
+	// the hub's statuses; an error refuses the write (ErrFenced). With
+	// leader election, NewManager sets it to the Lease's fence (fence.go).
+	WriteFence func() error
 	// Clock drives the reconciler's times: a sync's duration, pacing and its
 	// batches, holds after a denial or a contest, the settle time, outage
 	// probes and the times a status states; and, unless Remote.Clock is set,
@@ -318,6 +322,11 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	// Kubeconfig Secrets: their metadata from a watch (name and resourceVersion
 	// only, see CacheOptions), their content read uncached, once per change.
 	opts.Remote.SecretMeta = mgr.GetCache()
+	hub := mgr.GetClient()
+	if opts.WriteFence != nil {
+		opts.Remote.WriteFence = opts.WriteFence
+		hub = fencedClient{Client: hub, check: opts.WriteFence}
+	}
 	spokes := remote.NewManager(mgr.GetAPIReader(), opts.Remote)
 	if err := mgr.Add(spokes); err != nil {
 		return nil, err
@@ -329,7 +338,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	r := &Reconciler{
-		Hub:      mgr.GetClient(),
+		Hub:      hub,
 		Live:     mgr.GetAPIReader(),
 		Spokes:   spokes,
 		Recorder: mgr.GetEventRecorder("hub-node-metadata"),

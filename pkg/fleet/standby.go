@@ -55,6 +55,9 @@ type leaseObserver struct {
 	resourcelock.Interface
 	now      func() time.Time
 	acquired func() // set before the manager starts; nil: nothing to call
+	// fence learns of each write of the Lease that went through, and when it
+	// was sent; nil: none.
+	fence *fence
 
 	mu      sync.Mutex
 	raw     []byte // the record last read
@@ -85,21 +88,31 @@ func (o *leaseObserver) Get(ctx context.Context) (*resourcelock.LeaderElectionRe
 }
 
 func (o *leaseObserver) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	sent := o.fence.stamp()
 	err := o.Interface.Create(ctx, rec)
-	o.wrote(rec, err)
+	o.wrote(rec, sent, err)
 	return err
 }
 
 func (o *leaseObserver) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	sent := o.fence.stamp()
 	err := o.Interface.Update(ctx, rec)
-	o.wrote(rec, err)
+	o.wrote(rec, sent, err)
 	return err
 }
 
-// wrote calls acquired after a successful write naming this replica: the elector starts the
-// leader's work (the fleet controller) only after the write returns.
-func (o *leaseObserver) wrote(rec resourcelock.LeaderElectionRecord, err error) {
-	if err == nil && rec.HolderIdentity != "" && rec.HolderIdentity == o.Identity() && o.acquired != nil {
+// wrote tells the fence of a write of the Lease sent at sent that went through, and calls
+// acquired after one naming this replica: the elector starts the leader's work (the fleet
+// controller) only after the write returns.
+func (o *leaseObserver) wrote(rec resourcelock.LeaderElectionRecord, sent time.Time, err error) {
+	if err != nil {
+		return
+	}
+	holds := rec.HolderIdentity != "" && rec.HolderIdentity == o.Identity()
+	if o.fence != nil {
+		o.fence.held(sent, holds)
+	}
+	if holds && o.acquired != nil {
 		o.acquired()
 	}
 }

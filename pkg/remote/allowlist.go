@@ -121,6 +121,8 @@ type guardTransport struct {
 	// observe is called after every request that reached the spoke with the response code (0 on
 	// transport error) and error; it must not block.
 	observe func(method string, code int, err error)
+	// fence, if set, is asked before a request that is not a GET is sent (Options.WriteFence).
+	fence func() error
 }
 
 func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -133,6 +135,15 @@ func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			_ = req.Body.Close()
 		}
 		return nil, fmt.Errorf("%w: %s %s", ErrRequestNotAllowed, req.Method, path)
+	}
+	if g.fence != nil && req.Method != http.MethodGet {
+		if err := g.fence(); err != nil {
+			// Not the spoke's doing: nothing is observed, and nothing was sent.
+			if req.Body != nil {
+				_ = req.Body.Close()
+			}
+			return nil, fmt.Errorf("%s %s: %w", req.Method, path, err)
+		}
 	}
 	start := g.now()
 	resp, err := g.next.RoundTrip(req)

@@ -158,3 +158,47 @@ func TestGuardTransport(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardFencesWrites: with a closed WriteFence a patch is not sent, and
+// is neither observed (it says nothing of the spoke) nor counted as sent;
+// reads go through. An open fence lets the patch go.
+func TestGuardFencesWrites(t *testing.T) {
+	errClosed := errors.New("lease lapsed")
+	for name, tc := range map[string]struct {
+		method   string
+		fence    error
+		wantSent bool
+	}{
+		"patch, fence closed": {"PATCH", errClosed, false},
+		"patch, fence open":   {"PATCH", nil, true},
+		"get, fence closed":   {"GET", errClosed, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			next := &recordingRT{}
+			observed := 0
+			g := &guardTransport{
+				next: next, host: "api:6443", metrics: NewMetrics(prometheus.NewRegistry()), now: time.Now,
+				observe: func(string, int, error) { observed++ },
+				fence:   func() error { return tc.fence },
+			}
+			req, err := http.NewRequest(tc.method, "https://api:6443/api/v1/nodes/n1", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := g.RoundTrip(req)
+			if sent := len(next.requests) > 0; sent != tc.wantSent {
+				t.Fatalf("sent = %v (err %v), want %v", sent, err, tc.wantSent)
+			}
+			if !tc.wantSent {
+				if !errors.Is(err, errClosed) || observed != 0 {
+					t.Errorf("fenced: err %v, observed %d; want the fence's error and nothing observed", err, observed)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		})
+	}
+}

@@ -69,6 +69,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 			metrics: c.opts.Metrics,
 			now:     c.opts.Clock.Now,
 			observe: cn.observe,
+			fence:   c.opts.WriteFence,
 		}
 	}
 	hc, err := rest.HTTPClientFor(cfg)

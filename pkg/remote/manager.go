@@ -49,6 +49,11 @@ const (
 
 // Options configure a Manager. Zero values take the defaults above.
 type Options struct {
+	// WriteFence, if set, is asked right before each request that is not a
+	// read leaves for a spoke; an error refuses it (the request is not sent).
+	// The fleet sets it to its Lease's fence, so a leader that lost its
+	// Lease while frozen writes nothing when it wakes.
+	WriteFence func() error
 	// QPS and Burst limit each spoke client (not the fleet).
 	QPS   float32
 	Burst int
