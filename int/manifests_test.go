@@ -10,14 +10,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -30,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/openshift/hub-node-metadata/config/hub"
+	"github.com/openshift/hub-node-metadata/internal/metricnames"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
@@ -428,26 +427,7 @@ func checkMetricNames(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("want one dashboard ConfigMap (label grafana_dashboard=1), got %d", dashboards)
 	}
 
-	unknown := map[string]bool{}
-	for _, e := range exprs {
-		for _, m := range metricRE.FindAllString(e, -1) {
-			base := m
-			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-				if b, ok := strings.CutSuffix(m, suffix); ok && known[b] {
-					base = b
-				}
-			}
-			if !known[base] {
-				unknown[m] = true
-			}
-		}
-	}
-	if len(unknown) > 0 {
-		names := make([]string, 0, len(unknown))
-		for m := range unknown {
-			names = append(names, m)
-		}
-		sort.Strings(names)
+	if names := metricnames.Unknown(known, metricRE, strings.Join(exprs, "\n")); len(names) > 0 {
 		t.Errorf("alerts or dashboard name metrics the controller does not export: %v", names)
 	}
 }
@@ -456,39 +436,14 @@ func checkMetricNames(t *testing.T, objs []*unstructured.Unstructured) {
 // register.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	rec := &descRecorder{names: map[string]bool{}}
+	rec := metricnames.NewRecorder()
 	fleet.NewMetrics(rec)
 	remote.NewMetrics(rec)
-	if len(rec.names) == 0 {
+	if len(rec.Names) == 0 {
 		t.Fatal("no metrics registered by pkg/fleet and pkg/remote")
 	}
-	return rec.names
+	return rec.Names
 }
-
-// descRecorder is a prometheus.Registerer that records the names of the
-// collectors' metrics.
-type descRecorder struct{ names map[string]bool }
-
-var fqNameRE = regexp.MustCompile(`fqName: "([^"]+)"`)
-
-func (r *descRecorder) Register(c prometheus.Collector) error {
-	ch := make(chan *prometheus.Desc, 16)
-	go func() { c.Describe(ch); close(ch) }()
-	for d := range ch {
-		if m := fqNameRE.FindStringSubmatch(d.String()); m != nil {
-			r.names[m[1]] = true
-		}
-	}
-	return nil
-}
-
-func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		_ = r.Register(c)
-	}
-}
-
-func (r *descRecorder) Unregister(prometheus.Collector) bool { return true }
 
 // warningRecorder collects the API server's warnings.
 type warningRecorder struct {

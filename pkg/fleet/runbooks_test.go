@@ -4,13 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
+	"github.com/openshift/hub-node-metadata/internal/metricnames"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
@@ -27,38 +26,14 @@ const (
 // runbookSections are the sections every runbook has, in this order.
 var runbookSections = []string{"## Meaning", "## Impact", "## Diagnosis", "## Mitigation", "## Escalation"}
 
-// descRecorder is a Registerer that keeps the names of what is registered.
-type descRecorder struct{ names map[string]bool }
-
-var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
-
-func (r *descRecorder) Register(c prometheus.Collector) error {
-	ch := make(chan *prometheus.Desc)
-	go func() { c.Describe(ch); close(ch) }()
-	for d := range ch {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			r.names[m[1]] = true
-		}
-	}
-	return nil
-}
-
-func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		_ = r.Register(c)
-	}
-}
-
-func (r *descRecorder) Unregister(prometheus.Collector) bool { return true }
-
 // exportedMetrics are the names of every metric the binary exports of its own.
 func exportedMetrics() map[string]bool {
-	r := &descRecorder{names: map[string]bool{}}
+	r := metricnames.NewRecorder()
 	NewMetrics(r)
 	remote.NewMetrics(r)
 	register(r, newHeapReleases())
 	register(r, newStandbyWarmups())
-	return r.names
+	return r.Names
 }
 
 var metricName = regexp.MustCompile(`hub_node_metadata_[a-z0-9_]+`)
@@ -118,16 +93,8 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 				}
 				at += i + 1
 			}
-			for _, name := range slices.Compact(slices.Sorted(slices.Values(metricName.FindAllString(text, -1)))) {
-				base := name
-				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-					if b, ok := strings.CutSuffix(name, suffix); ok && exported[b] {
-						base = b
-					}
-				}
-				if !exported[base] {
-					t.Errorf("%s.md names %s, which the binary does not export", r.Alert, name)
-				}
+			for _, name := range metricnames.Unknown(exported, metricName, text) {
+				t.Errorf("%s.md names %s, which the binary does not export", r.Alert, name)
 			}
 		}
 	}
