@@ -287,9 +287,17 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 			st.taints, st.inFlight, st.seen, st.admittedSick = taints, map[string]bool{}, time.Time{}, nil
 		}
 		pending, paced, underWay := 0, 0, false
+		if st != nil {
+			st.writing = map[string]bool{}
+		}
 		for j, pr := range progress {
-			if pr == nmsync.ProgressPending && st != nil && st.inFlight[targets[j].Machine.Name] {
-				progress[j] = nmsync.ProgressStarted
+			if st != nil && st.inFlight[targets[j].Machine.Name] && pr != nmsync.ProgressDone && pr != nmsync.ProgressExempt {
+				// A batch in flight whose writes have not all landed: written in
+				// full again this sync, whatever else holds the rollout.
+				st.writing[targets[j].Machine.Name] = true
+				if pr == nmsync.ProgressPending {
+					progress[j] = nmsync.ProgressStarted
+				}
 			}
 			switch progress[j] {
 			case nmsync.ProgressPending:
@@ -340,11 +348,10 @@ func (p *pacer) gate(ck string, pools []string, d *Decision, now time.Time) Gate
 			healthy[j] = t.Node == nil || !nodeSick(t.Node)
 		}
 		admit := nmsync.AdmitPreferring(progress, batch, healthy)
-		st.writing = map[string]bool{}
+		if st.writing == nil {
+			st.writing = map[string]bool{}
+		}
 		for j, ok := range admit {
-			if ok && st.inFlight[targets[j].Machine.Name] && progress[j] != nmsync.ProgressDone {
-				st.writing[targets[j].Machine.Name] = true // a batch in flight, retried
-			}
 			if ok && progress[j] == nmsync.ProgressPending {
 				name := targets[j].Machine.Name
 				st.inFlight[name] = true

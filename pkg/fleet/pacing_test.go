@@ -165,6 +165,25 @@ func TestPacedRollout(t *testing.T) {
 		f.play(t, p, pacing, t0, round{at: 24 * s, started: []string{"m4"}, next: -1}, gpu)
 	})
 
+	t.Run("a last batch written again lands when that write returns", func(t *testing.T) {
+		// m1's writes failed; m0's landed at 1 s. m1 is written again at 5 s and
+		// lands at 6 s: a new value's rollout waits the interval from then.
+		f, p := newRolloutFleet(2), newPacer()
+		d, paced := f.play(t, p, pacing, t0, round{at: 0, started: []string{"m0", "m1"}, next: -1}, gpu)
+		f.write(paced, "m1")
+		f.land(p, d, paced, t0.Add(1*s))
+		d, paced = f.play(t, p, pacing, t0, round{at: 5 * s, next: -1}, gpu)
+		f.write(paced)
+		f.land(p, d, paced, t0.Add(6*s))
+		if !p.finished("ns/c", "c-workers") {
+			t.Fatal("the rollout is not finished once every target holds the taint")
+		}
+		gpuB := gpu
+		gpuB.Value = "b"
+		f.play(t, p, pacing, t0, round{at: 7 * s, waiting: []string{"m0", "m1"}, next: 16 * s}, gpuB)
+		f.play(t, p, pacing, t0, round{at: 16 * s, started: []string{"m0", "m1"}, next: -1}, gpuB)
+	})
+
 	t.Run("a restarted controller waits one interval", func(t *testing.T) {
 		f := newRolloutFleet(4)
 		d := rolloutDecision(pacing, gpu)
