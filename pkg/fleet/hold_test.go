@@ -155,3 +155,32 @@ func TestSickNodeTakenLastDoesNotHoldTheRollout(t *testing.T) {
 		t.Errorf("the rollout did not end: %+v", ro)
 	}
 }
+
+// A batch in flight written again while the window is closed lands then: the
+// next batch is due the interval after that landing when it comes after the
+// window opens, and the Rollout says so.
+func TestLandingAfterTheWindowOpensMovesTheNextBatch(t *testing.T) {
+	w, err := nmsync.ParseWindow("schedule=0 * * * *; duration=50m") // open :00 to :50
+	if err != nil {
+		t.Fatal(err)
+	}
+	pacing := nmsync.Pacing{Count: 1, Interval: 10 * time.Minute, Window: w}
+	taint := corev1.Taint{Key: "example.com/drain", Effect: corev1.TaintEffectNoExecute}
+	day := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	f, p := newRolloutFleet(2), newPacer()
+	d := rolloutDecision(pacing, taint)
+	paced := d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, day.Add(time.Hour+49*time.Minute)))[0]
+	f.write(paced, "m0") // 01:49: m0 admitted, its writes fail
+	f.land(p, d, paced, day.Add(time.Hour+49*time.Minute))
+	at := day.Add(time.Hour + 55*time.Minute) // 01:55, closed until 02:00; m0 written again
+	d = rolloutDecision(pacing, taint)
+	paced = d.Pace([][]nmsync.Target{f.targets}, p.gate("ns/c", []string{"c-workers"}, d, at))[0]
+	if ro := d.Results[0].Rollout; ro.Hold.Reason != v1alpha1.ReasonOutsideWindow || !ro.NextBatch.Equal(day.Add(2*time.Hour)) {
+		t.Fatalf("at 01:55 before the landing: %+v, want held until 02:00", ro)
+	}
+	f.write(paced)
+	f.land(p, d, paced, at)
+	if ro := d.Results[0].Rollout; !ro.NextBatch.Equal(at.Add(10 * time.Minute)) {
+		t.Errorf("after m0 landed at 01:55: next batch %s, want 02:05 (the interval from the landing, after the window opens)", ro.NextBatch.Format("15:04"))
+	}
+}

@@ -395,7 +395,9 @@ func (p *pacer) landed(ck string, pools []hivev1.MachinePool, d *Decision, work 
 			continue
 		}
 		st.last = at
-		if ro := d.Results[i].Rollout; ro != nil && !ro.NextBatch.IsZero() && ro.Hold.Until.IsZero() {
+		// The gate's next batch was the later of the interval from admission and
+		// a window's opening: the interval from landing can only move it later.
+		if ro := d.Results[i].Rollout; ro != nil && !ro.NextBatch.IsZero() && at.Add(ro.Pacing.Interval).After(ro.NextBatch) {
 			ro.NextBatch = at.Add(ro.Pacing.Interval)
 		}
 	}
