@@ -332,8 +332,8 @@ func TestFrozenLeaderWritesNothingWhenItWakes(t *testing.T) {
 	resumed := time.Now()
 	t.Logf("the leader was frozen %s", resumed.Sub(frozen).Round(time.Millisecond))
 	// Long enough for a woken leader's reconcilers to run on what they hold
-	// (the run saw 9 patches within 20 s), and for its elector to
-	// find the Lease taken.
+	// (its overdue batch fires at once) and for its elector to find the Lease
+	// taken.
 	time.Sleep(15 * time.Second)
 	leaderPid := fmt.Sprint(leader.cmd.Process.Pid)
 	if writes := writersOf(t, s, skip)[leaderPid]; len(writes) > 0 {

@@ -1,14 +1,11 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
-
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ErrFenced is what a write gets from a replica whose Lease may have lapsed:
@@ -28,9 +25,10 @@ var ErrFenced = errors.New("this replica's Lease may have lapsed: it writes noth
 // closed and writes nothing; its elector then gives the Lease up (and
 // controller-runtime exits), or renews it and opens the fence again.
 //
-// The check is made right before each write is sent (the spokes' transport,
-// the hub client's write methods); a write already sent when the process
-// froze is not recalled. Kubernetes offers no fencing token for Nodes and
+// The check is made right before each write is sent (the spokes' guard
+// transport, the hub's through writesFenced), and a reconcile does not start
+// while the fence is closed; a write already sent when the process froze is
+// not recalled. Kubernetes offers no fencing token for Nodes and
 // Machines, so that window, microseconds, is what remains.
 type fence struct {
 	renew time.Duration
@@ -79,93 +77,27 @@ func (f *fence) check() error {
 	return nil
 }
 
-// fencedClient is a hub client whose writes (create, update, patch,
-// delete, apply, and their status and subresource forms) are refused while
-// the fence is closed; reads go through.
-type fencedClient struct {
-	client.Client
+// writesFenced wraps a transport so that every request that is not a GET is
+// refused, and not sent, while check fails: with rest.Config.Wrap it fences
+// every write a client of that config makes (statuses, Events) right before
+// it would leave.
+func writesFenced(check func() error) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper { return fencedTransport{next: rt, check: check} }
+}
+
+type fencedTransport struct {
+	next  http.RoundTripper
 	check func() error
 }
 
-func (c fencedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if err := c.check(); err != nil {
-		return err
+func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		if err := t.check(); err != nil {
+			if req.Body != nil {
+				_ = req.Body.Close()
+			}
+			return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+		}
 	}
-	return c.Client.Create(ctx, obj, opts...)
-}
-
-func (c fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.Client.Update(ctx, obj, opts...)
-}
-
-func (c fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.Client.Patch(ctx, obj, patch, opts...)
-}
-
-func (c fencedClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.Client.Apply(ctx, obj, opts...)
-}
-
-func (c fencedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.Client.Delete(ctx, obj, opts...)
-}
-
-func (c fencedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.Client.DeleteAllOf(ctx, obj, opts...)
-}
-
-func (c fencedClient) Status() client.SubResourceWriter {
-	return fencedSubResource{SubResourceClient: c.Client.SubResource("status"), check: c.check}
-}
-
-func (c fencedClient) SubResource(sub string) client.SubResourceClient {
-	return fencedSubResource{SubResourceClient: c.Client.SubResource(sub), check: c.check}
-}
-
-type fencedSubResource struct {
-	client.SubResourceClient
-	check func() error
-}
-
-func (c fencedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.SubResourceClient.Create(ctx, obj, sub, opts...)
-}
-
-func (c fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.SubResourceClient.Update(ctx, obj, opts...)
-}
-
-func (c fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.SubResourceClient.Patch(ctx, obj, patch, opts...)
-}
-
-func (c fencedSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	return c.SubResourceClient.Apply(ctx, obj, opts...)
+	return t.next.RoundTrip(req)
 }

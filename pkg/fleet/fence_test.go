@@ -3,16 +3,12 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
-	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
-	"github.com/openshift/hive/apis/hive/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-
-	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 )
 
 // TestFenceOpensOnlyWhileTheLeaseIsHeld: each write of the Lease naming this
@@ -59,36 +55,83 @@ func TestFenceOpensOnlyWhileTheLeaseIsHeld(t *testing.T) {
 	}
 }
 
-// TestFencedClientRefusesWritesNotReads: while the fence is closed the hub
-// client reads, and refuses every write, status included, sending nothing.
-func TestFencedClientRefusesWritesNotReads(t *testing.T) {
-	mps := &v1alpha1.MachinePoolSync{}
-	mps.Namespace, mps.Name = "ns", "c-workers"
-	inner := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(mps).WithStatusSubresource(mps).Build()
-	closed := func() error { return ErrFenced }
-	c := fencedClient{Client: inner, check: closed}
-	ctx := context.Background()
-	got := &v1alpha1.MachinePoolSync{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(mps), got); err != nil {
-		t.Fatalf("read through a closed fence: %v", err)
+// TestFencedTransportRefusesWritesNotReads: while the fence is closed a
+// client of the fenced config reads, and every write is refused unsent.
+func TestFencedTransportRefusesWritesNotReads(t *testing.T) {
+	var sent []string
+	next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		sent = append(sent, req.Method)
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	})
+	open := true
+	rt := writesFenced(func() error {
+		if open {
+			return nil
+		}
+		return ErrFenced
+	})(next)
+	do := func(method string) error {
+		req, err := http.NewRequest(method, "https://hub/apis/x", http.NoBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return err
 	}
-	got.Status.Phase = v1alpha1.PhaseInSync
-	for name, write := range map[string]func() error{
-		"create":        func() error { return c.Create(ctx, &v1alpha1.MachinePoolSync{}) },
-		"update":        func() error { return c.Update(ctx, got) },
-		"patch":         func() error { return c.Patch(ctx, got, client.MergeFrom(mps)) },
-		"delete":        func() error { return c.Delete(ctx, got) },
-		"status update": func() error { return c.Status().Update(ctx, got) },
-		"status patch":  func() error { return c.Status().Patch(ctx, got, client.MergeFrom(mps)) },
-		"subresource":   func() error { return c.SubResource("status").Update(ctx, got) },
-		"delete all":    func() error { return c.DeleteAllOf(ctx, &machinev1beta1.Machine{}) },
-		"pool update":   func() error { return c.Update(ctx, &v1.MachinePool{}) },
-	} {
-		if err := write(); !errors.Is(err, ErrFenced) {
-			t.Errorf("%s through a closed fence: %v, want ErrFenced", name, err)
+	if err := do(http.MethodPatch); err != nil {
+		t.Fatalf("a patch through an open fence: %v", err)
+	}
+	open = false
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if err := do(m); !errors.Is(err, ErrFenced) {
+			t.Errorf("%s through a closed fence: %v, want ErrFenced", m, err)
 		}
 	}
-	if err := inner.Get(ctx, client.ObjectKeyFromObject(mps), got); err != nil || got.Status.Phase != "" {
-		t.Errorf("the hub holds %q (%v): a fenced write went through", got.Status.Phase, err)
+	if err := do(http.MethodGet); err != nil {
+		t.Errorf("a read through a closed fence: %v", err)
+	}
+	if got := fmt.Sprint(sent); got != "[PATCH GET]" {
+		t.Errorf("sent %s, want the open fence's patch and the read", got)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestFencedReplicaSyncsNothing: a reconcile while the fence is closed reads
+// no spoke, writes nothing anywhere and says nothing (no Event, no status),
+// and is tried again shortly; once the fence opens the pool is delivered.
+func TestFencedReplicaSyncsNothing(t *testing.T) {
+	fenced := true
+	opts := Options{WriteFence: func() error {
+		if fenced {
+			return ErrFenced
+		}
+		return nil
+	}}
+	w := newWorld(t, 2, opts)
+	res, err := w.reconcile(t)
+	if err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("fenced reconcile: %+v, %v; want a requeue and no error", res, err)
+	}
+	if n := w.spoke.patchCount(); n != 0 {
+		t.Errorf("fenced: %d spoke patches, want 0", n)
+	}
+	if ev := w.takeEvents(); len(ev) != 0 {
+		t.Errorf("fenced: Events %v, want none", ev)
+	}
+	if n := w.takeStatusWrites(); n != 0 {
+		t.Errorf("fenced: %d status writes, want 0", n)
+	}
+	fenced = false
+	if _, err := w.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.spoke.patchCount(); n == 0 {
+		t.Error("once the fence opened: no patch; the pool was not delivered")
 	}
 }

@@ -93,10 +93,13 @@ func NewManager(cfg *rest.Config, mc ManagerConfig, opts Options) (manager.Manag
 			return nil, nil, err
 		}
 		// Writes are fenced: a replica writes to a spoke or the hub only while
-		// its Lease is its own by its own clock (fence.go).
+		// its Lease is its own by its own clock (fence.go). The lock keeps the
+		// config it was made with, so the Lease's own writes are not fenced.
 		lease.fence = newFence(le.Renew)
 		opts.WriteFence = lease.fence.check
 		mo.LeaderElectionResourceLockInterface = lease
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(writesFenced(lease.fence.check))
 	}
 	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {

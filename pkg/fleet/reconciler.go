@@ -167,6 +167,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ck := key.String()
 	logger := log.FromContext(ctx).WithValues("cluster", ck)
 	ctx = log.IntoContext(ctx, logger)
+	if r.Opts.WriteFence != nil {
+		if err := r.Opts.WriteFence(); err != nil {
+			// The Lease may be another replica's: this one syncs nothing, reports
+			// nothing, and tries again shortly, by when its elector has renewed
+			// the Lease or given it up (and the process exits).
+			logger.V(1).Info("not syncing", "reason", err.Error())
+			return reconcile.Result{RequeueAfter: r.Opts.RetryBase}, nil
+		}
+	}
 
 	cd := &hivev1.ClusterDeployment{}
 	if err := r.Hub.Get(ctx, key, cd); err != nil {

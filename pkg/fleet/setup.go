@@ -104,9 +104,11 @@ type Options struct {
 	NodeSettle time.Duration
 	// Remote configures the spoke connections.
 	Remote remote.Options
-	// WriteFence, if set, is asked right before each write to a spoke or to
-	// the hub's statuses; an error refuses the write (ErrFenced). With
-	// leader election, NewManager sets it to the Lease's fence (fence.go).
+	// WriteFence, if set, is asked before each reconcile and right before
+	// each write to a spoke; an error skips the reconcile (retried after
+	// RetryBase) or refuses the write (ErrFenced). With leader election,
+	// NewManager sets it to the Lease's fence, and fences the hub's writes
+	// (statuses, Events) in the manager's transport with it (fence.go).
 	WriteFence func() error
 	// Clock drives the reconciler's times: a sync's duration, pacing and its
 	// batches, holds after a denial or a contest, the settle time, outage
@@ -322,11 +324,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	// Kubeconfig Secrets: their metadata from a watch (name and resourceVersion
 	// only, see CacheOptions), their content read uncached, once per change.
 	opts.Remote.SecretMeta = mgr.GetCache()
-	hub := mgr.GetClient()
-	if opts.WriteFence != nil {
-		opts.Remote.WriteFence = opts.WriteFence
-		hub = fencedClient{Client: hub, check: opts.WriteFence}
-	}
+	opts.Remote.WriteFence = opts.WriteFence
 	spokes := remote.NewManager(mgr.GetAPIReader(), opts.Remote)
 	if err := mgr.Add(spokes); err != nil {
 		return nil, err
@@ -338,7 +336,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	r := &Reconciler{
-		Hub:      hub,
+		Hub:      mgr.GetClient(),
 		Live:     mgr.GetAPIReader(),
 		Spokes:   spokes,
 		Recorder: mgr.GetEventRecorder("hub-node-metadata"),
