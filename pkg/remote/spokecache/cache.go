@@ -1,0 +1,186 @@
+package spokecache
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+// The cache holds only what sync.Targets can map to a pool: MachineSets that Hive labels with
+// their pool, and Machines that a MachineSet labels as its own (control-plane Machines and
+// MachineSets nobody manages through a pool are never read). Every Node is held: whether a
+// Node belongs to a pool is known only from its Machine.
+const (
+	machineSetSelector = nmsync.LabelMachinePool
+	machineSelector    = nmsync.LabelMachineSet
+)
+
+// Cache is one spoke's trimmed cache: a list-and-watch loop per kind (kindLoop) feeding a
+// compact store. It replaces a controller-runtime cache, which for three kinds runs about 40
+// goroutines and three 16 KiB event rings per spoke; this runs one goroutine per kind and keeps
+// each object as a record of the fields the planner reads.
+type Cache struct {
+	stores []*kindStore
+	loops  []*kindLoop
+}
+
+type kindSpec struct {
+	gvk       schema.GroupVersionKind
+	resource  string
+	namespace string
+	selector  string
+	// accept is the Accept header of the kind's watches.
+	accept string
+	// metadataOnly lists and watches the kind's metadata only (PartialObjectMetadata, in
+	// protobuf): enough when the planner reads nothing else of it.
+	metadataOnly bool
+}
+
+// Nodes come in protobuf (a core type); Machines in JSON (a custom resource, of which the
+// planner reads the spec and status); MachineSets as metadata only, in protobuf: the planner
+// reads their name, uid and labels, and a full MachineSet is mostly its template's
+// providerSpec, which costs JSON decoding on every list and event and a buffer the size of
+// the largest one per watch.
+var spokeKinds = []kindSpec{
+	{gvk: GVKNode, resource: "nodes", accept: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON},
+	{gvk: GVKMachine, resource: "machines", namespace: nmsync.MachineAPINamespace, selector: machineSelector,
+		accept: runtime.ContentTypeJSON}, // decoded as machineJSON
+	{gvk: GVKMachineSet, resource: "machinesets", namespace: nmsync.MachineAPINamespace, selector: machineSetSelector,
+		metadataOnly: true, accept: partialObjectMetadataAccept},
+}
+
+// partialObjectMetadataAccept asks for PartialObjectMetadata, as client-go's metadata client does.
+const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
+	"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+// New builds the cache over the spoke's kind clients (one for each of spokeKinds,
+// in order); it does no I/O until Start. notify is called (from the loops' goroutines) after
+// each change that makes a difference to a record, except during the first list. clk drives
+// the loops' backoff.
+// log gets cluster as a field at each call (see Manager.run for why it is not bound).
+func New(cfg *rest.Config, hc *http.Client, clients []*KindClient, codecs serializer.CodecFactory, log logr.Logger, cluster string, clk clock.Clock, notify func()) (*Cache, error) {
+	sc := &Cache{}
+	mc, err := metadata.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	for _, kc := range clients {
+		st := &kindStore{spec: kc.spec, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
+		loop, err := newKindLoop(kc, st, mc, hc, cfg.RateLimiter, codecs, clk, log, cluster)
+		if err != nil {
+			return nil, err
+		}
+		sc.stores = append(sc.stores, st)
+		sc.loops = append(sc.loops, loop)
+	}
+	return sc, nil
+}
+
+// Start runs the loops until ctx is done (the last one in the calling goroutine).
+func (sc *Cache) Start(ctx context.Context) {
+	var wg sync.WaitGroup
+	last := len(sc.loops) - 1
+	for _, l := range sc.loops[:last] {
+		wg.Go(func() { l.run(ctx) })
+	}
+	sc.loops[last].run(ctx)
+	wg.Wait()
+}
+
+// WaitForCacheSync waits until every kind has been listed once, or ctx is done.
+func (sc *Cache) WaitForCacheSync(ctx context.Context) bool {
+	for _, st := range sc.stores {
+		select {
+		case <-st.synced:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+func (sc *Cache) storeFor(obj runtime.Object) (*kindStore, error) {
+	return kindFor(sc.stores, func(st *kindStore) kindSpec { return st.spec }, obj)
+}
+
+// Get returns a copy of one cached (trimmed) object.
+func (sc *Cache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	st, err := sc.storeFor(obj)
+	if err != nil {
+		return err
+	}
+	st.mu.RLock()
+	r := st.items[key.Name]
+	st.mu.RUnlock()
+	if r == nil || key.Namespace != st.spec.namespace {
+		return apierrors.NewNotFound(schema.GroupResource{Group: st.spec.gvk.Group, Resource: st.spec.resource}, key.Name)
+	}
+	switch o := obj.(type) {
+	case *corev1.Node:
+		*o = r.asNode()
+	case *machinev1beta1.Machine:
+		*o = r.asMachine()
+	case *machinev1beta1.MachineSet:
+		*o = r.asMachineSet()
+	}
+	return nil
+}
+
+// List returns copies of the cached (trimmed) objects, sorted by name. It honours a namespace
+// and a label selector; a field selector is refused.
+func (sc *Cache) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	st, err := sc.storeFor(list)
+	if err != nil {
+		return err
+	}
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
+		return fmt.Errorf("the spoke cache does not support field selectors")
+	}
+	st.mu.RLock()
+	recs := make([]*record, 0, len(st.items))
+	if lo.Namespace == "" || st.spec.namespace == "" || lo.Namespace == st.spec.namespace {
+		for _, r := range st.items {
+			if lo.LabelSelector == nil || lo.LabelSelector.Matches(&r.labels) {
+				recs = append(recs, r)
+			}
+		}
+	}
+	st.mu.RUnlock()
+	slices.SortFunc(recs, func(a, b *record) int { return strings.Compare(a.name(), b.name()) })
+	switch l := list.(type) {
+	case *corev1.NodeList:
+		l.Items = make([]corev1.Node, len(recs))
+		for i, r := range recs {
+			l.Items[i] = r.asNode()
+		}
+	case *machinev1beta1.MachineList:
+		l.Items = make([]machinev1beta1.Machine, len(recs))
+		for i, r := range recs {
+			l.Items[i] = r.asMachine()
+		}
+	case *machinev1beta1.MachineSetList:
+		l.Items = make([]machinev1beta1.MachineSet, len(recs))
+		for i, r := range recs {
+			l.Items[i] = r.asMachineSet()
+		}
+	}
+	return nil
+}
