@@ -115,9 +115,9 @@ INT_PARALLEL ?= 6
 
 .PHONY: test-int
 test-int: build controlplane nodelink kubectl ## Integration tests on real API servers (builds the control planes, nodelink and kubectl first, outside any test's deadline), INT_PARALLEL (6) at a time.
-	@# Beside them, the spoke cache's decoders on real API servers' answers (pkg/remote;
+	@# Beside them, the spoke cache's decoders on real API servers' answers (pkg/remote/spokecache;
 	@# test-unit, which has no control plane, skips that test).
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote & answers=$$!; \
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote/spokecache & answers=$$!; \
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(KUBECTLS) $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...; rc=$$?; \
 	wait $$answers || rc=1; exit $$rc
 

@@ -259,9 +259,9 @@ func site(frames []string) string {
 
 // owners sorts allocation sites into what holds the memory, by the packages on their stacks.
 var owners = []struct{ name, pattern string }{
-	{"spoke records (pkg/remote: compact)", `hub-node-metadata/pkg/remote\.(compact|pairsOf|internTaints|\(\*record\)|decodeMachine)`},
+	{"spoke records (pkg/remote: compact)", `hub-node-metadata/pkg/remote/spokecache\.(compact|pairsOf|internTaints|\(\*record\)|decodeMachine)`},
 	{"spoke connections (TLS, HTTP/2, sockets)", `crypto/|golang\.org/x/net/http2|net/http\.|^net\.|vendor/golang\.org`},
-	{"spoke clients and loops (pkg/remote)", `hub-node-metadata/pkg/remote\.|k8s\.io/client-go/rest\.|k8s\.io/client-go/metadata`},
+	{"spoke clients and loops (pkg/remote)", `hub-node-metadata/pkg/remote(/spokecache)?\.|k8s\.io/client-go/rest\.|k8s\.io/client-go/metadata`},
 	{"hub caches and clients", `k8s\.io/client-go/tools/cache|controller-runtime/pkg/cache|k8s\.io/apimachinery/pkg/runtime/serializer|k8s\.io/client-go/`},
 	{"metrics", `prometheus`},
 	{"controllers (pkg/fleet, controller-runtime)", `hub-node-metadata/pkg/fleet|controller-runtime`},

@@ -25,7 +25,7 @@ var cpuRules = []rule{
 	{"runtime.gcBgMarkWorker", "GC (background mark)"},
 	{"runtime.bgsweep", "GC (sweeping)"},
 	{"runtime.bgscavenge", "returning memory to the OS"},
-	{"remote.(*kindLoop)", "spoke watches (decoding events, records)"},
+	{"spokecache.(*kindLoop)", "spoke watches (decoding events, records)"},
 	{"remote.(*Manager).monitor", "spoke connection monitors"},
 	{"http2.(*ClientConn).Ping", "HTTP/2 health-check pings"},
 	{"http2.(*ClientConn).readLoop", "HTTP/2 connection readers (frames, pings)"},
@@ -42,8 +42,8 @@ var cpuRules = []rule{
 
 // heapRules name a live allocation by what holds it, checked from the allocating frame up.
 var heapRules = []rule{
-	{"pkg/remote.compact", "spoke records"},
-	{"pkg/remote.(*kindStore)", "spoke records"},
+	{"pkg/remote/spokecache.compact", "spoke records"},
+	{"pkg/remote/spokecache.(*kindStore)", "spoke records"},
 	{"unique.Make", "spoke records (interned labels)"},
 	{"crypto/tls", "TLS connections"},
 	{"crypto/x509", "TLS certificates (kubeconfigs' CAs)"},
@@ -53,8 +53,8 @@ var heapRules = []rule{
 	{"runtime/serializer/streaming", "watch stream decoders"},
 	{"encoding/json.(*Decoder)", "watch stream decoders"},
 	{"util/framer", "watch stream decoders"},
-	{"pkg/remote.(*kindLoop)", "spoke list-and-watch loops (store indexes, events being decoded)"},
-	{"pkg/remote.newSpokeCache", "spoke clients (REST clients, rate limiters)"},
+	{"pkg/remote/spokecache.(*kindLoop)", "spoke list-and-watch loops (store indexes, events being decoded)"},
+	{"pkg/remote/spokecache.New", "spoke clients (REST clients, rate limiters)"},
 	{"pkg/remote.(*Manager).newConn", "spoke clients (REST clients, rate limiters)"},
 	{"client-go/rest", "spoke clients (REST clients, rate limiters)"},
 	{"client-go/transport", "spoke clients (REST clients, rate limiters)"},
@@ -70,7 +70,7 @@ var heapRules = []rule{
 
 // goroutineRules name a goroutine by what it runs.
 var goroutineRules = []rule{
-	{"remote.(*kindLoop)", "spoke list-and-watch loops"},
+	{"spokecache.(*kindLoop)", "spoke list-and-watch loops"},
 	{"http2.(*clientStream).doRequest", "HTTP/2 stream writers (one per open watch)"},
 	{"http2.(*ClientConn).readLoop", "HTTP/2 connection readers"},
 	{"remote.(*Manager).run", "spoke connection workers and monitors"},

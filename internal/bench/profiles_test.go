@@ -13,7 +13,7 @@ func TestCPUBreakdown(t *testing.T) {
 	fn := func(id uint64, name string) *profile.Location {
 		return &profile.Location{ID: id, Line: []profile.Line{{Function: &profile.Function{ID: id, Name: name}}}}
 	}
-	goexit, gc, loop, decode, other := fn(1, "runtime.goexit"), fn(2, "runtime.gcBgMarkWorker"), fn(3, "github.com/openshift/hub-node-metadata/pkg/remote.(*kindLoop).run"), fn(4, "encoding/json.checkValid"), fn(5, "example.com/x.poll")
+	goexit, gc, loop, decode, other := fn(1, "runtime.goexit"), fn(2, "runtime.gcBgMarkWorker"), fn(3, "github.com/openshift/hub-node-metadata/pkg/remote/spokecache.(*kindLoop).run"), fn(4, "encoding/json.checkValid"), fn(5, "example.com/x.poll")
 	p := &profile.Profile{
 		SampleType:    []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
 		DurationNanos: 1e9,

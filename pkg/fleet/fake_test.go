@@ -23,6 +23,7 @@ import (
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
+	"github.com/openshift/hub-node-metadata/pkg/remote/spokecache"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
@@ -118,7 +119,7 @@ var _ remote.Spoke = (*fakeSpoke)(nil)
 
 func newFakeSpoke(objs ...client.Object) *fakeSpoke {
 	s := &fakeSpoke{patches: map[string]int{}}
-	s.WithWatch = fake.NewClientBuilder().WithScheme(remote.NewScheme()).WithObjects(objs...).
+	s.WithWatch = fake.NewClientBuilder().WithScheme(spokecache.NewScheme()).WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
 			s.mu.Lock()
 			fail := s.failPatch

@@ -198,7 +198,7 @@ func TestRecordReadsKeepTLSBufferToOneRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var under net.Conn = raw
+		under := raw
 		if bounded {
 			under = &trackedConn{Conn: raw, d: &dialTracker{conns: map[net.Conn]struct{}{}}}
 		}

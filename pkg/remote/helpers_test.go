@@ -32,6 +32,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/openshift/hub-node-metadata/pkg/remote/spokecache"
 )
 
 // fakeSpoke is a tiny TLS API server: /version, and list/watch of Nodes, Machines and
@@ -137,7 +139,7 @@ func (f *fakeSpoke) serve(w http.ResponseWriter, r *http.Request) {
 			panic(err)
 		}
 		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
-		if err := protobuf.NewSerializer(NewScheme(), NewScheme()).Encode(list, w); err != nil {
+		if err := protobuf.NewSerializer(spokecache.NewScheme(), spokecache.NewScheme()).Encode(list, w); err != nil {
 			panic(err)
 		}
 	case r.URL.Path == "/api/v1/nodes":
@@ -312,14 +314,4 @@ func startCache(t *testing.T, c *Manager) {
 			t.Errorf("Start did not return")
 		}
 	})
-}
-
-// replaceObjects compacts objs and swaps them into s, as a list would.
-func (s *kindStore) replaceObjects(objs []any, _ string) error {
-	recs, err := compactAll(objs)
-	if err != nil {
-		return err
-	}
-	s.Replace(recs)
-	return nil
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/openshift/hub-node-metadata/pkg/remote/spokecache"
 )
 
 // Defaults for Options.
@@ -75,7 +77,7 @@ type Options struct {
 	// BackoffBase and BackoffCap shape the reconnect backoff: exponential (factor 2) from Base,
 	// capped at Cap, each wait stretched by up to 20% random jitter.
 	BackoffBase, BackoffCap time.Duration
-	// Scheme must know core/v1 and machine.openshift.io/v1beta1; NewScheme() if nil.
+	// Scheme must know core/v1 and machine.openshift.io/v1beta1; spokecache.NewScheme() if nil.
 	Scheme *runtime.Scheme
 	// Metrics is optional.
 	Metrics *Metrics
@@ -146,7 +148,7 @@ func (o Options) withDefaults() Options {
 		o.BackoffCap = o.BackoffBase
 	}
 	if o.Scheme == nil {
-		o.Scheme = NewScheme()
+		o.Scheme = spokecache.NewScheme()
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = UserAgent

@@ -574,17 +574,21 @@ func TestCacheRunsOnTheManagersClock(t *testing.T) {
 	if got := c.Status(testCluster).Since; !got.Equal(clk.Now()) {
 		t.Errorf("Status.Since %v, want the fake clock's %v", got, clk.Now())
 	}
-	kinds := int64(len(spokeKinds))
+	const kinds = 3 // Nodes, Machines, MachineSets
 	eventually(t, "every kind's watch refused", 5*time.Second, func() bool { return spokeSrv.watches.Load() >= kinds })
-	time.Sleep(2*loopBackoff.Duration + 100*time.Millisecond) // past the first wait in real time: nothing may come of it
+	time.Sleep(2*firstLoopWait + 100*time.Millisecond) // past the first wait in real time: nothing may come of it
 	if n := spokeSrv.watches.Load() + spokeSrv.lists.Load(); n != 2*kinds {
 		t.Fatalf("%d lists and watches before the fake clock moved, want %d: a kind retried on the real clock", n, 2*kinds)
 	}
-	clk.Step(2 * loopBackoff.Duration) // past the first wait, jitter included
+	clk.Step(2 * firstLoopWait) // past the first wait, jitter included
 	eventually(t, "every kind retried once the fake clock passed its backoff", 5*time.Second, func() bool {
 		return spokeSrv.watches.Load() >= 2*kinds
 	})
 }
+
+// firstLoopWait is a kind loop's first wait after a failure (spokecache's loopBackoff, before
+// its jitter); a longer one fails TestCacheRunsOnTheManagersClock.
+const firstLoopWait = 800 * time.Millisecond
 
 // TestCacheRidesOutTooManyRequests: a busy spoke answers 429 (API Priority and
 // Fairness; from 1.37, a consistent list its watch cache cannot serve in time
