@@ -19,17 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
-)
-
-// The cache holds only what sync.Targets can map to a pool: MachineSets that Hive labels with
-// their pool, and Machines that a MachineSet labels as its own (control-plane Machines and
-// MachineSets nobody manages through a pool are never read). Every Node is held: whether a
-// Node belongs to a pool is known only from its Machine.
-const (
-	machineSetSelector = nmsync.LabelMachinePool
-	machineSelector    = nmsync.LabelMachineSet
 )
 
 // Cache is one spoke's trimmed cache: a list-and-watch loop per kind (kindLoop) feeding a
@@ -39,18 +31,6 @@ const (
 type Cache struct {
 	stores []*kindStore
 	loops  []*kindLoop
-}
-
-type kindSpec struct {
-	gvk       schema.GroupVersionKind
-	resource  string
-	namespace string
-	selector  string
-	// accept is the Accept header of the kind's watches.
-	accept string
-	// metadataOnly lists and watches the kind's metadata only (PartialObjectMetadata, in
-	// protobuf): enough when the planner reads nothing else of it.
-	metadataOnly bool
 }
 
 // Nodes come in protobuf (a core type); Machines in JSON (a custom resource, of which the
@@ -65,10 +45,6 @@ var spokeKinds = []kindSpec{
 	{gvk: GVKMachineSet, resource: "machinesets", namespace: nmsync.MachineAPINamespace, selector: machineSetSelector,
 		metadataOnly: true, accept: partialObjectMetadataAccept},
 }
-
-// partialObjectMetadataAccept asks for PartialObjectMetadata, as client-go's metadata client does.
-const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
-	"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 // New builds the cache over the spoke's kind clients (one for each of spokeKinds,
 // in order); it does no I/O until Start. notify is called (from the loops' goroutines) after
@@ -183,4 +159,18 @@ func (sc *Cache) List(_ context.Context, list client.ObjectList, opts ...client.
 		}
 	}
 	return nil
+}
+
+// NewKindClients builds one REST client for each of spokeKinds, over hc. It does no I/O.
+func NewKindClients(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory) ([]*KindClient, error) {
+	header := newWatchHeader(cfg)
+	out := make([]*KindClient, len(spokeKinds))
+	for i, k := range spokeKinds {
+		rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &KindClient{spec: k, rc: rc, header: header}
+	}
+	return out, nil
 }

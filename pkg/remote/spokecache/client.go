@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
@@ -26,20 +23,6 @@ type KindClient struct {
 	spec   kindSpec
 	rc     rest.Interface
 	header watchHeader // the user agent and bearer token of its requests (request)
-}
-
-// NewKindClients builds one REST client for each of spokeKinds, over hc. It does no I/O.
-func NewKindClients(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory) ([]*KindClient, error) {
-	header := newWatchHeader(cfg)
-	out := make([]*KindClient, len(spokeKinds))
-	for i, k := range spokeKinds {
-		rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = &KindClient{spec: k, rc: rc, header: header}
-	}
-	return out, nil
 }
 
 // request aims r at the kind's resource, in namespace when the kind is namespaced (every

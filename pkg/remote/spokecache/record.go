@@ -1,7 +1,6 @@
 package spokecache
 
 import (
-	"encoding/binary"
 	"iter"
 	"maps"
 	"slices"
@@ -260,17 +259,6 @@ func (r *record) asMachineSet() machinev1beta1.MachineSet {
 	}
 }
 
-// intern returns the canonical copy of s, so the same label key or value held by thousands
-// of cached objects is stored once.
-func intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	return unique.Make(s).Value()
-}
-
-func interned[T ~string](s T) T { return T(intern(string(s))) }
-
 // pairs is a string map held sorted by key in two parts. A pair that repeats across the Nodes
 // and Machines of a fleet (role, instance type, zone, pool labels) is interned: 8 bytes a
 // label, a handle to the one copy of that pair the process holds, where two strings would take
@@ -351,21 +339,4 @@ func (p *pairs) Has(key string) bool {
 func (p *pairs) Get(key string) string {
 	v, _ := p.Lookup(key)
 	return v
-}
-
-// appendField appends s behind its length.
-func appendField(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-}
-
-// fieldSize is how many bytes appendField adds for s.
-func fieldSize(s string) int {
-	var length [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(length[:], uint64(len(s))) + len(s)
-}
-
-// nextField reads what appendField wrote at the start of packed and returns it, and the rest.
-func nextField(packed string) (field, rest string) {
-	n, w := binary.Uvarint(unsafe.Slice(unsafe.StringData(packed), len(packed))) // read, never written
-	return packed[w : w+int(n)], packed[w+int(n):]
 }

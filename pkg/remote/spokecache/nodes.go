@@ -2,21 +2,21 @@ package spokecache
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"mime"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	sigsjson "sigs.k8s.io/json"
 )
-
-// protoMagic starts every message of Kubernetes' protobuf encoding; a runtime.Unknown follows,
-// whose field 2 (raw) is the object.
-var protoMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 
 // decodeNodeList decodes a NodeList in Kubernetes' protobuf encoding one Node at a time, each
 // compacted into its record before the next is decoded, and returns the records and the
@@ -205,53 +205,164 @@ func nodeDigest(msg []byte) (name, rv string, digest uint64, ok bool) {
 	return name, rv, max(h.Sum64(), 1), ok
 }
 
-// Field numbers of k8s.io/api's core/v1 and apimachinery's meta/v1 and runtime generated.proto.
-const (
-	listMetadataField        protowire.Number = 1  // NodeList.metadata
-	listItemsField           protowire.Number = 2  // NodeList.items
-	nodeMetadataField        protowire.Number = 1  // Node.metadata
-	nodeSpecField            protowire.Number = 2  // Node.spec
-	nodeStatusField          protowire.Number = 3  // Node.status
-	nodeConditionsField      protowire.Number = 4  // NodeStatus.conditions
-	conditionTypeField       protowire.Number = 1  // NodeCondition.type
-	conditionStatusField     protowire.Number = 2  // NodeCondition.status
-	metaNameField            protowire.Number = 1  // ObjectMeta.name
-	metaResourceVersionField protowire.Number = 6  // ObjectMeta.resourceVersion
-	metaManagedFieldsField   protowire.Number = 17 // ObjectMeta.managedFields
-	unknownTypeMetaField     protowire.Number = 1  // runtime.Unknown.typeMeta
-	unknownRawField          protowire.Number = 2  // runtime.Unknown.raw
-	typeMetaAPIVersionField  protowire.Number = 1  // runtime.TypeMeta.apiVersion
-	typeMetaKindField        protowire.Number = 2  // runtime.TypeMeta.kind
-	watchEventTypeField      protowire.Number = 1  // WatchEvent.type
-	watchEventObjectField    protowire.Number = 2  // WatchEvent.object
-	rawExtensionRawField     protowire.Number = 1  // RawExtension.raw
-)
-
-// protoField is one field of a protobuf message, as eachField walks it.
-type protoField struct {
-	num   protowire.Number
-	typ   protowire.Type
-	value []byte // a length-delimited field's contents; nil for other types
-	raw   []byte // the whole field: its tag and value
+// protoEvents reads a protobuf watch stream (each event a frame behind its 4-byte length) one
+// event at a time into a buffer borrowed from a pool that every spoke shares, and gives the
+// buffer back once the event is decoded: decoding copies whatever it keeps. client-go's reader
+// keeps a buffer per watch instead, grown to the largest event it has seen and never shrunk: a
+// real Node with its images is tens of KiB, which would stay with every spoke for as long as
+// its Node watch lives.
+//
+// With nodes set (a Node watch), an update of a Node whose record nodes holds is recognised by
+// its digest without being decoded (heartbeat): most of a Node watch's events are kubelets'
+// heartbeats, a whole Node each, that change nothing a record keeps.
+type protoEvents struct {
+	body    io.ReadCloser
+	events  runtime.Decoder // the metav1.WatchEvent frames
+	objects runtime.Decoder // the objects they carry
+	nodes   *kindStore      // the store this stream's Nodes go to; nil: every event is decoded
+	header  [4]byte
 }
 
-// eachField calls f with each field of a protobuf message, in order, while f returns true; false
-// if f did, or if the message's fields cannot be walked.
-func eachField(msg []byte, f func(protoField) bool) bool {
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeField(msg)
-		if n < 0 {
-			return false
+func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
+	if _, err := io.ReadFull(d.body, d.header[:]); err != nil {
+		return "", nil, err // io.EOF when the stream ends between events
+	}
+	n := binary.BigEndian.Uint32(d.header[:])
+	if n > maxEventBytes {
+		return "", nil, fmt.Errorf("watch event of %d bytes is larger than %d", n, maxEventBytes)
+	}
+	buf := borrowEventBuffer()
+	defer returnEventBuffer(buf)
+	if cap(*buf) < int(n) {
+		*buf = make([]byte, n)
+	}
+	frame := (*buf)[:n]
+	if _, err := io.ReadFull(d.body, frame); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // a frame cut short is not a clean end
 		}
-		fld := protoField{num: num, typ: typ, raw: msg[:n]}
-		if typ == protowire.BytesType {
-			_, _, tag := protowire.ConsumeTag(msg)
-			fld.value, _ = protowire.ConsumeBytes(msg[tag:])
-		}
-		msg = msg[n:]
-		if !f(fld) {
-			return false
+		return "", nil, err
+	}
+	var digest uint64
+	if d.nodes != nil {
+		var obj runtime.Object
+		if obj, digest = d.heartbeat(frame); obj != nil {
+			return watch.Modified, obj, nil
 		}
 	}
-	return true
+	var got metav1.WatchEvent
+	if _, _, err := d.events.Decode(frame, nil, &got); err != nil {
+		return "", nil, err
+	}
+	switch typ := watch.EventType(got.Type); typ {
+	case watch.Added, watch.Modified, watch.Deleted, watch.Error, watch.Bookmark:
+		obj, err := eventObject(d.objects, got.Object.Raw)
+		if err != nil {
+			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
+		}
+		if n, ok := obj.(*corev1.Node); ok && digest != 0 {
+			return typ, &digestedNode{Node: n, digest: digest}, nil
+		}
+		return typ, obj, nil
+	default:
+		return "", nil, fmt.Errorf("got invalid watch event type: %v", got.Type)
+	}
+}
+
+func (d *protoEvents) Close() { _ = d.body.Close() }
+
+// heartbeat reads a watch event's frame without decoding it. An update of a Node whose record
+// d.nodes holds from a message of the same digest (nodeDigest) has its resourceVersion stored in
+// that record, and is returned as an unchangedNode. Otherwise it returns no object, and the
+// digest of the event's Node if it is one (0 if not), for the record the decoding makes.
+func (d *protoEvents) heartbeat(frame []byte) (runtime.Object, uint64) {
+	var typ, raw []byte
+	if !eachField(frame, func(f protoField) bool {
+		switch f.num {
+		case watchEventTypeField:
+			typ = f.value
+		case watchEventObjectField:
+			raw = nil
+			return eachField(f.value, func(r protoField) bool {
+				if r.num == rawExtensionRawField {
+					raw = r.value
+				}
+				return true
+			})
+		}
+		return true
+	}) {
+		return nil, 0
+	}
+	msg, ok := nodeMessage(raw)
+	if !ok {
+		return nil, 0
+	}
+	name, rv, digest, ok := nodeDigest(msg)
+	switch {
+	case !ok:
+		return nil, 0
+	case string(typ) == string(watch.Modified) && d.nodes.sameDigest(name, digest, rv):
+		return &unchangedNode{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}, digest
+	}
+	return nil, digest
+}
+
+// nodeMessage returns the Node message in raw, an object in Kubernetes' protobuf encoding (a
+// runtime.Unknown behind protoMagic), without copying it, and whether raw holds a v1 Node. An
+// envelope whose fields cannot be walked, or whose type or raw is not length-delimited, is not
+// taken for a Node: the serializer decides what it is.
+func nodeMessage(raw []byte) ([]byte, bool) {
+	env, ok := bytes.CutPrefix(raw, protoMagic)
+	if !ok {
+		return nil, false
+	}
+	var apiVersion, kind, msg []byte
+	if !eachField(env, func(f protoField) bool {
+		switch f.num {
+		case unknownTypeMetaField:
+			return f.typ == protowire.BytesType && eachField(f.value, func(t protoField) bool {
+				switch t.num {
+				case typeMetaAPIVersionField:
+					apiVersion = t.value
+				case typeMetaKindField:
+					kind = t.value
+				}
+				return true
+			})
+		case unknownRawField:
+			msg = f.value
+			return f.typ == protowire.BytesType
+		}
+		return true
+	}) {
+		return nil, false
+	}
+	return msg, string(apiVersion) == "v1" && string(kind) == "Node"
+}
+
+// unchangedNode is a Node watch event that protoEvents recognised as its record's (a heartbeat)
+// and did not decode: its resourceVersion is already stored, and kindStore.Add takes no more.
+type unchangedNode struct{ metav1.ObjectMeta }
+
+func (*unchangedNode) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (u *unchangedNode) DeepCopyObject() runtime.Object {
+	return &unchangedNode{ObjectMeta: *u.ObjectMeta.DeepCopy()}
+}
+
+// digestedNode is a Node decoded from a watch event, with its message's digest (nodeDigest),
+// which its record keeps.
+type digestedNode struct {
+	*corev1.Node
+	digest uint64
+}
+
+// eventObject decodes a protobuf watch event's object: a Node as decodeNode does (a kubelet's
+// heartbeat is a whole Node each time), anything else (an error's Status) with objects.
+func eventObject(objects runtime.Decoder, raw []byte) (runtime.Object, error) {
+	if msg, ok := nodeMessage(raw); ok {
+		return decodeNode(msg)
+	}
+	return runtime.Decode(objects, raw)
 }
