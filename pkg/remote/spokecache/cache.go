@@ -20,8 +20,6 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-
-	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 // Cache is one spoke's trimmed cache: a list-and-watch loop per kind (kindLoop) feeding a
@@ -33,17 +31,18 @@ type Cache struct {
 	loops  []*kindLoop
 }
 
-// Nodes come in protobuf (a core type); Machines in JSON (a custom resource, of which the
-// planner reads the spec and status); MachineSets as metadata only, in protobuf: the planner
-// reads their name, uid and labels, and a full MachineSet is mostly its template's
-// providerSpec, which costs JSON decoding on every list and event and a buffer the size of
-// the largest one per watch.
-var spokeKinds = []kindSpec{
-	{gvk: GVKNode, resource: "nodes", accept: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON},
-	{gvk: GVKMachine, resource: "machines", namespace: nmsync.MachineAPINamespace, selector: machineSelector,
-		accept: runtime.ContentTypeJSON}, // decoded as machineJSON
-	{gvk: GVKMachineSet, resource: "machinesets", namespace: nmsync.MachineAPINamespace, selector: machineSetSelector,
-		metadataOnly: true, accept: partialObjectMetadataAccept},
+// kind is a kind a spoke is read for, and how its codec is built.
+type kind struct {
+	spec  kindSpec
+	codec func(codecDeps) codec
+}
+
+// spokeKinds are the kinds a spoke is read for; each file of nodes.go, machines.go and
+// machinesets.go says how its kind is read, and why so.
+var spokeKinds = []kind{
+	{spec: nodeSpec, codec: newNodeCodec},
+	{spec: machineSpec, codec: newMachineCodec},
+	{spec: machineSetSpec, codec: newMachineSetCodec},
 }
 
 // New builds the cache over the spoke's kind clients (one for each of spokeKinds,
@@ -57,12 +56,13 @@ func New(cfg *rest.Config, hc *http.Client, clients []*KindClient, codecs serial
 	if err != nil {
 		return nil, err
 	}
-	for _, kc := range clients {
+	if len(clients) != len(spokeKinds) {
+		return nil, fmt.Errorf("%d kind clients for %d kinds", len(clients), len(spokeKinds))
+	}
+	for i, kc := range clients {
 		st := &kindStore{spec: kc.spec, notify: notify, items: map[string]*record{}, synced: make(chan struct{})}
-		loop, err := newKindLoop(kc, st, mc, hc, cfg.RateLimiter, codecs, clk, log, cluster)
-		if err != nil {
-			return nil, err
-		}
+		c := spokeKinds[i].codec(codecDeps{kc: kc, mc: mc, codecs: codecs})
+		loop := newKindLoop(kc, st, c, hc, cfg.RateLimiter, clk, log, cluster)
 		sc.stores = append(sc.stores, st)
 		sc.loops = append(sc.loops, loop)
 	}
@@ -166,11 +166,11 @@ func NewKindClients(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFa
 	header := newWatchHeader(cfg)
 	out := make([]*KindClient, len(spokeKinds))
 	for i, k := range spokeKinds {
-		rc, err := apiutil.RESTClientForGVK(k.gvk, false, false, cfg, codecs, hc)
+		rc, err := apiutil.RESTClientForGVK(k.spec.gvk, false, false, cfg, codecs, hc)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = &KindClient{spec: k, rc: rc, header: header}
+		out[i] = &KindClient{spec: k.spec, rc: rc, header: header}
 	}
 	return out, nil
 }

@@ -36,6 +36,13 @@ func (kc *KindClient) Request(r *rest.Request, namespace string) *rest.Request {
 	return r
 }
 
+// listRequest is a GET of the kind's resource with o (its label selector set to the kind's),
+// for a list or a watch.
+func (kc *KindClient) listRequest(o *metav1.ListOptions) *rest.Request {
+	o.LabelSelector = kc.spec.selector
+	return kc.Request(kc.rc.Get(), kc.spec.namespace).VersionedParams(o, metav1.ParameterCodec)
+}
+
 // kindFor returns, of kinds, the one obj (an object or a list) is of; an error when the spoke
 // is not read for it.
 func kindFor[K any](kinds []K, spec func(K) kindSpec, obj runtime.Object) (K, error) {

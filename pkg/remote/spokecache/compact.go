@@ -1,21 +1,28 @@
 package spokecache
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"unique"
 	"unsafe"
 
-	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
-// compact keeps what label and taint reconciliation needs, so a spoke with thousands of Nodes
+// compactAll compacts a list's items.
+func compactAll[T any](items []T, compact func(T) *record) []*record {
+	recs := make([]*record, len(items))
+	for i, item := range items {
+		recs[i] = compact(item)
+	}
+	return recs
+}
+
+// compactMeta and each kind's compacter (compactNode, compactMachine, compactMachineSet) keep
+// what label and taint reconciliation needs, so a spoke with thousands of Nodes
 // costs little hub memory:
 //
 //   - Node: name, uid, resourceVersion, labels, the kept annotations, deletionTimestamp,
@@ -28,63 +35,9 @@ import (
 // Consequence for callers: cached objects are not complete. Never Update from them; compute
 // patches (merge patches from a cached base diff only the fields that exist in both) or read
 // Live.
-func compact(obj any) (*record, error) {
-	switch o := obj.(type) {
-	case *digestedNode:
-		r, err := compact(o.Node)
-		if err == nil {
-			r.digest = o.digest
-		}
-		return r, err
-	case *corev1.Node:
-		r := compactMeta(&o.ObjectMeta, true, o.Spec.ProviderID)
-		r.taints = internTaints(o.Spec.Taints)
-		r.health = healthOf(o)
-		return r, nil
-	case *machinev1beta1.Machine:
-		r := compactMeta(&o.ObjectMeta, true, ptr.Deref(o.Spec.ProviderID, "")) // nil and "" mean the same to the planner
-		r.taints = internTaints(o.Spec.Taints)
-		mf := &machineFields{nodeLabels: pairsOf(o.Spec.ObjectMeta.Labels, nil, o.Name)}
-		if len(o.OwnerReferences) > 0 {
-			mf.owners = make([]metav1.OwnerReference, len(o.OwnerReferences))
-			for i, ref := range o.OwnerReferences {
-				mf.owners[i] = metav1.OwnerReference{
-					APIVersion: intern(ref.APIVersion), Kind: intern(ref.Kind), Name: intern(ref.Name), UID: interned(ref.UID),
-					Controller: sharedBool(ref.Controller), BlockOwnerDeletion: sharedBool(ref.BlockOwnerDeletion),
-				}
-			}
-		}
-		if o.Status.NodeRef != nil {
-			mf.nodeName = o.Status.NodeRef.Name
-		}
-		if o.Status.Phase != nil {
-			mf.phase, mf.hasPhase = intern(*o.Status.Phase), true
-		}
-		r.machine = mf
-		return r, nil
-	case *machinev1beta1.MachineSet: // kept as its metadata is (the cache watches only that)
-		return compactMeta(&o.ObjectMeta, false, ""), nil
-	case *metav1.PartialObjectMetadata: // a MachineSet's metadata
-		return compactMeta(&o.ObjectMeta, false, ""), nil
-	}
-	return nil, fmt.Errorf("unexpected %T in the spoke cache", obj)
-}
-
-// compactAll compacts a list's items.
-func compactAll(objs []any) ([]*record, error) {
-	recs := make([]*record, len(objs))
-	for i, obj := range objs {
-		r, err := compact(obj)
-		if err != nil {
-			return nil, err
-		}
-		recs[i] = r
-	}
-	return recs, nil
-}
-
-// compactMeta keeps the metadata every kind's record has, and providerID; annotations only
-// when asked (the planner reads none of a MachineSet's).
+//
+// compactMeta keeps what every kind has: name, uid, resourceVersion, labels, the kept
+// annotations (with annotations), deletionTimestamp and providerID.
 func compactMeta(m *metav1.ObjectMeta, annotations bool, providerID string) *record {
 	r := &record{
 		labels:   pairsOf(m.Labels, nil, m.Name),

@@ -46,12 +46,28 @@
 // every 5 minutes a Node) is recognised without being decoded. The codecs are shared by every
 // connection.
 //
+// # Heartbeats
+//
+// Most of a Node watch's events are kubelets' heartbeats, a whole Node each, that change
+// nothing a record keeps. The Node codec's stream says what an event holds before decoding it
+// (nodeEvents.Peek: its type, the Node's name and resourceVersion, and nodeDigest, a hash of
+// the bytes a record is made from); the loop asks the store whether its record was made from
+// that digest (kindStore.Refresh), which then takes the new resourceVersion, and the event is
+// dropped undecoded. On a miss the event is decoded and its record keeps the digest.
+//
 // # Layout
 //
-//   - kinds.go: the kinds a spoke is read for, and the scheme of their types;
-//   - cache.go: a spoke's cache and its reads; store.go: one kind's records;
-//   - listwatch.go: the list-and-watch loop that fills a store, with its decoders (nodelist.go,
-//     machinejson.go);
-//   - compact.go and record.go: what a record keeps and how;
-//   - client.go and header.go: a REST client per kind and the header its requests carry.
+// Bottom up; a file uses only files above it in this list (go run ./hack/filegraph shows it):
+//
+//   - fields.go, taints.go, kinds.go: packed fields, interned taint lists, the kinds' specs,
+//     the scheme of their types;
+//   - record.go and store.go: what a record keeps, and one kind's records (with Refresh);
+//   - buffers.go, protoevents.go, proto.go: the pooled event buffers, the protobuf watch
+//     reader, the protobuf walker and field numbers;
+//   - header.go, compact.go, client.go: a watch's header, making records, a REST client per
+//     kind (which the Spoke's live reads and patches go through too);
+//   - codec.go: what a kind's codec is; nodes.go, machinesets.go, machines.go: one codec a
+//     kind, with its decoders: how it is listed, how its watch is read, what a record keeps;
+//   - listwatch.go: the one list-and-watch loop, which runs any codec;
+//   - cache.go: the kinds' table, a spoke's cache and its reads.
 package spokecache

@@ -5,8 +5,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 var (
@@ -27,15 +25,9 @@ func NewScheme() *runtime.Scheme {
 	return s
 }
 
-// The cache holds only what sync.Targets can map to a pool: MachineSets that Hive labels with
-// their pool, and Machines that a MachineSet labels as its own (control-plane Machines and
-// MachineSets nobody manages through a pool are never read). Every Node is held: whether a
-// Node belongs to a pool is known only from its Machine.
-const (
-	machineSetSelector = nmsync.LabelMachinePool
-	machineSelector    = nmsync.LabelMachineSet
-)
-
+// kindSpec is where a kind is read: its resource, its namespace ("" for every one) and the
+// label selector of its lists and watches; and the Accept header of its watches. The cache
+// holds only what sync.Targets can map to a pool (each kind's spec says which).
 type kindSpec struct {
 	gvk       schema.GroupVersionKind
 	resource  string
@@ -43,11 +35,4 @@ type kindSpec struct {
 	selector  string
 	// accept is the Accept header of the kind's watches.
 	accept string
-	// metadataOnly lists and watches the kind's metadata only (PartialObjectMetadata, in
-	// protobuf): enough when the planner reads nothing else of it.
-	metadataOnly bool
 }
-
-// partialObjectMetadataAccept asks for PartialObjectMetadata, as client-go's metadata client does.
-const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
-	"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"

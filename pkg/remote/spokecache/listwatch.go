@@ -14,16 +14,11 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	restwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 )
@@ -47,72 +42,25 @@ const watchTimeoutMin = 5 * time.Minute
 // to JSON), so a connect costs it more CPU streamed than listed, and a shard's restart is
 // faster listed (docs/benchmark-notes.md has the measurements). Spokes of 1.29 to 1.31 and
 // 1.33 have the WatchList feature off anyway (1.32 and 1.34 on turn it on).
+//
+// The loop knows no kind: its codec (nodes.go, machines.go, machinesets.go) lists the kind,
+// reads its watch streams and makes its records.
 type kindLoop struct {
 	store   *kindStore
+	codec   codec
 	log     logr.Logger
 	cluster string // logged with the kind at each call
-	// list returns the kind's objects, as records, and the list's resourceVersion.
-	list  func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error)
-	watch func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error)
-	clock clock.Clock
+	watch   func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error)
+	clock   clock.Clock
 }
 
-// newKindLoop builds the list-and-watch loop that fills st through kc: Nodes listed in
-// protobuf and decoded one at a time (decodeNodeList), Machines in JSON (decodeMachineList),
-// MachineSets as metadata only through mc; watches streamed over hc (streamWatch).
-func newKindLoop(kc *KindClient, st *kindStore, mc metadata.Interface, hc *http.Client, limiter flowcontrol.RateLimiter, codecs serializer.CodecFactory, clk clock.Clock, log logr.Logger, cluster string) (*kindLoop, error) {
-	k := kc.spec
-	request := func(o *metav1.ListOptions) *rest.Request {
-		o.LabelSelector = k.selector
-		return kc.Request(kc.rc.Get(), k.namespace).VersionedParams(o, metav1.ParameterCodec)
-	}
-	loop := &kindLoop{store: st, clock: clk, log: log, cluster: cluster}
-	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), k.gvk.GroupVersion())
-	var events func(io.ReadCloser) eventDecoder
-	switch {
-	case k.metadataOnly:
-		r := mc.Resource(k.gvk.GroupVersion().WithResource(k.resource)).Namespace(k.namespace)
-		loop.list = listItems(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = k.selector
-			return r.List(ctx, o)
-		})
-		neg = runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion)
-	case k.gvk == GVKMachine:
-		loop.list = func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
-			res := request(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx)
-			if err := res.Error(); err != nil {
-				return nil, "", err // with the server's Status, which Raw's error lacks
-			}
-			body, _ := res.Raw()
-			items, rv, err := decodeMachineList(body)
-			if err != nil {
-				return nil, "", err
-			}
-			recs, err := compactAll(items)
-			return recs, rv, err
-		}
-		events = func(body io.ReadCloser) eventDecoder { return newMachineEvents(body) }
-	case k.gvk == GVKNode:
-		loop.list = func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
-			var contentType string
-			res := request(&o).Do(ctx).ContentType(&contentType)
-			if err := res.Error(); err != nil {
-				return nil, "", err
-			}
-			body, _ := res.Raw()
-			return decodeNodeList(body, contentType)
-		}
-	default:
-		return nil, fmt.Errorf("no list for %s", k.gvk)
-	}
+// newKindLoop builds the list-and-watch loop that fills st through kc with c; watches are
+// streamed over hc (streamWatch).
+func newKindLoop(kc *KindClient, st *kindStore, c codec, hc *http.Client, limiter flowcontrol.RateLimiter, clk clock.Clock, log logr.Logger, cluster string) *kindLoop {
 	header := kc.header
-	header.accept = k.accept
-	var nodes *kindStore // a Node watch recognises heartbeats by the records of st
-	if k.gvk == GVKNode {
-		nodes = st
-	}
-	loop.watch = streamWatch(hc, limiter, neg, header, request, events, nodes)
-	return loop, nil
+	header.accept = kc.spec.accept
+	return &kindLoop{store: st, codec: c, clock: clk, log: log, cluster: cluster,
+		watch: streamWatch(hc, limiter, c.negotiator(), header, kc.listRequest, c.events)}
 }
 
 // loopBackoff is a kind loop's wait after a failure: 0.8 s doubling to 30 s, each wait 1 to 2
@@ -174,7 +122,7 @@ func (l *kindLoop) run(ctx context.Context) {
 // one is an error, and changes nothing: the loop could not watch from it, and would list again
 // at once.
 func (l *kindLoop) relist(ctx context.Context, rv string) (string, error) {
-	items, listRV, err := l.list(ctx, metav1.ListOptions{ResourceVersion: rv})
+	items, listRV, err := l.codec.list(ctx, metav1.ListOptions{ResourceVersion: rv})
 	if err != nil {
 		return "", err
 	}
@@ -183,27 +131,6 @@ func (l *kindLoop) relist(ctx context.Context, rv string) (string, error) {
 	}
 	l.store.Replace(items)
 	return listRV, nil
-}
-
-// listItems adapts a list call to kindLoop.list: the list's items as records, and its
-// resourceVersion.
-func listItems(list func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)) func(context.Context, metav1.ListOptions) ([]*record, string, error) {
-	return func(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
-		l, err := list(ctx, o)
-		if err != nil {
-			return nil, "", err
-		}
-		var items []any
-		if err := meta.EachListItem(l, func(o runtime.Object) error { items = append(items, o); return nil }); err != nil {
-			return nil, "", err
-		}
-		la, err := meta.ListAccessor(l)
-		if err != nil {
-			return nil, "", err
-		}
-		recs, err := compactAll(items)
-		return recs, la.GetResourceVersion(), err
-	}
 }
 
 // watchOptions are a watch's options from rv: bookmarks, and a timeout picked at random between
@@ -223,7 +150,7 @@ func (l *kindLoop) watchFrom(ctx context.Context, rv string) (string, error) {
 	}
 	defer d.Close()
 	for events := 0; ; events++ {
-		typ, obj, err := d.Decode()
+		next, _, err := l.apply(d)
 		switch {
 		case errors.Is(err, io.EOF):
 			if events == 0 && l.clock.Since(start) < time.Second {
@@ -233,36 +160,56 @@ func (l *kindLoop) watchFrom(ctx context.Context, rv string) (string, error) {
 		case err != nil:
 			return rv, err
 		}
-		switch typ {
-		case watch.Added, watch.Modified:
-			err = l.store.Add(obj)
-		case watch.Deleted:
-			err = l.store.Delete(obj)
-		case watch.Bookmark:
-		case watch.Error:
-			return rv, apierrors.FromObject(obj)
-		default:
-			return rv, fmt.Errorf("unexpected watch event %q", typ)
-		}
-		if err != nil {
-			return rv, err
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return rv, err
-		}
-		rv = m.GetResourceVersion()
+		rv = next
 	}
+}
+
+// apply reads d's next event, applies it to the store and returns its resourceVersion
+// (a bookmark's too). An update that the store recognises by its head (peeker, Refresh: a
+// kubelet's heartbeat) is not decoded, and recognised says so.
+func (l *kindLoop) apply(d eventDecoder) (rv string, recognised bool, err error) {
+	var head eventHead
+	if p, ok := d.(peeker); ok {
+		if head, err = p.Peek(); err != nil {
+			return "", false, err
+		}
+		if head.typ == watch.Modified && head.digest != 0 && l.store.Refresh(head.name, head.digest, head.rv) {
+			p.Skip()
+			return head.rv, true, nil
+		}
+	}
+	typ, obj, err := d.Decode()
+	if err != nil {
+		return "", false, err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil && typ != watch.Error {
+		return "", false, err
+	}
+	switch typ {
+	case watch.Added, watch.Modified:
+		r, err := l.codec.compact(obj)
+		if err != nil {
+			return "", false, err
+		}
+		r.digest = head.digest // not published yet: the store's lock is not needed
+		l.store.Add(r)
+	case watch.Deleted:
+		l.store.Delete(m.GetName())
+	case watch.Bookmark:
+	case watch.Error:
+		return "", false, apierrors.FromObject(obj)
+	default:
+		return "", false, fmt.Errorf("unexpected watch event %q", typ)
+	}
+	return m.GetResourceVersion(), false, nil
 }
 
 // streamWatch opens watches with hc, to be read in the caller's goroutine. request builds each
 // one's URL (path and parameters), limiter is waited on as for any request, header is sent
-// with each, and neg decodes a failed response's Status. events reads the stream:
-// nil reads it as client-go does, with neg's stream decoder for the response's content type
-// (a protobuf stream with protoEvents, which recognises heartbeats by the records of nodes, when
-// set).
+// with each, neg decodes a failed response's Status, and events reads the stream.
 func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.ClientNegotiator, header watchHeader,
-	request func(o *metav1.ListOptions) *rest.Request, events func(io.ReadCloser) eventDecoder, nodes *kindStore) func(context.Context, metav1.ListOptions) (eventDecoder, error) {
+	request func(o *metav1.ListOptions) *rest.Request, events func(io.ReadCloser, string, map[string]string) (eventDecoder, error)) func(context.Context, metav1.ListOptions) (eventDecoder, error) {
 	return func(ctx context.Context, o metav1.ListOptions) (eventDecoder, error) {
 		o.Watch = true
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, request(&o).URL().String(), nil)
@@ -284,17 +231,6 @@ func streamWatch(hc *http.Client, limiter flowcontrol.RateLimiter, neg runtime.C
 			defer resp.Body.Close()
 			return nil, statusError(resp, neg, mediaType, params)
 		}
-		if events != nil {
-			return events(resp.Body), nil
-		}
-		objects, eventSerializer, framer, err := neg.StreamDecoder(mediaType, params)
-		if err != nil {
-			_ = resp.Body.Close()
-			return nil, err
-		}
-		if mediaType == runtime.ContentTypeProtobuf {
-			return &protoEvents{body: resp.Body, events: eventSerializer, objects: objects, nodes: nodes}, nil
-		}
-		return restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(resp.Body), eventSerializer), objects), nil
+		return events(resp.Body, mediaType, params)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,6 +43,35 @@ func (s *scriptedEvents) Decode() (watch.EventType, runtime.Object, error) {
 }
 
 func (s *scriptedEvents) Close() { s.closed = true }
+
+// scriptedCodec lists with its function (the items of the list it returns, as records) and
+// makes records as the kinds' codecs do; the script's watches need no more.
+type scriptedCodec func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
+
+func (c scriptedCodec) list(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
+	l, err := c(ctx, o)
+	if err != nil {
+		return nil, "", err
+	}
+	var items []runtime.Object
+	if err := meta.EachListItem(l, func(o runtime.Object) error { items = append(items, o); return nil }); err != nil {
+		return nil, "", err
+	}
+	la, err := meta.ListAccessor(l)
+	if err != nil {
+		return nil, "", err
+	}
+	recs, err := compactObjects(items)
+	return recs, la.GetResourceVersion(), err
+}
+
+func (scriptedCodec) negotiator() runtime.ClientNegotiator { return nil }
+
+func (scriptedCodec) events(io.ReadCloser, string, map[string]string) (eventDecoder, error) {
+	return nil, errors.New("the script's watches are its own")
+}
+
+func (scriptedCodec) compact(obj runtime.Object) (*record, error) { return compact(obj) }
 
 // TestKindLoop drives a loop through lists and watches answered from a script, and checks
 // the requests it makes (list or watch, at which resourceVersion), what the store holds, and
@@ -187,9 +217,9 @@ func TestKindLoop(t *testing.T) {
 				}
 				return tt.answers[len(got)-1]
 			}
-			st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
+			st := &kindStore{spec: nodeSpec, notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
 			l := &kindLoop{store: st, clock: clk,
-				list: listItems(func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				codec: scriptedCodec(func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					a := next("list@" + o.ResourceVersion)
 					if a.err != nil {
 						return nil, a.err
@@ -286,7 +316,10 @@ func TestStreamWatchRequestIsNotCloned(t *testing.T) {
 	}
 	header := newWatchHeader(cfg)
 	header.accept = runtime.ContentTypeJSON
-	watch := streamWatch(hc, nil, runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion), header, request, nil, nil)
+	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion)
+	watch := streamWatch(hc, nil, neg, header, request, func(body io.ReadCloser, mediaType string, params map[string]string) (eventDecoder, error) {
+		return streamEvents(neg, body, mediaType, params)
+	})
 	d, err := watch(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,12 @@ package spokecache
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+
+	"k8s.io/utils/ptr"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +76,7 @@ func (m *machineJSON) machine() *machinev1beta1.Machine {
 
 // decodeMachineList decodes a MachineList's JSON: its items (as *machinev1beta1.Machine
 // holding what machineJSON reads) and its resourceVersion.
-func decodeMachineList(body []byte) ([]any, string, error) {
+func decodeMachineList(body []byte) ([]*machinev1beta1.Machine, string, error) {
 	var list struct {
 		Metadata struct {
 			ResourceVersion string `json:"resourceVersion"`
@@ -83,7 +86,7 @@ func decodeMachineList(body []byte) ([]any, string, error) {
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &list); err != nil {
 		return nil, "", err
 	}
-	items := make([]any, len(list.Items))
+	items := make([]*machinev1beta1.Machine, len(list.Items))
 	for i := range list.Items {
 		items[i] = list.Items[i].machine()
 	}
@@ -202,3 +205,73 @@ func decodeMachineEvent(line []byte) (watch.EventType, runtime.Object, error) {
 }
 
 func (e *machineEvents) Close() { _ = e.body.Close() }
+
+// machineSpec: the Machines a MachineSet labels as its own (control-plane Machines, which no
+// pool manages, are never read), in JSON (a custom resource, of which the planner reads the
+// spec and status).
+var machineSpec = kindSpec{gvk: GVKMachine, resource: "machines", namespace: nmsync.MachineAPINamespace,
+	selector: nmsync.LabelMachineSet, accept: runtime.ContentTypeJSON}
+
+// machineCodec lists and watches Machines in JSON, decoded straight into the fields a record
+// keeps (machineJSON).
+type machineCodec struct {
+	kc  *KindClient
+	neg runtime.ClientNegotiator
+}
+
+func newMachineCodec(d codecDeps) codec {
+	return machineCodec{kc: d.kc, neg: runtime.NewClientNegotiator(d.codecs.WithoutConversion(), GVKMachine.GroupVersion())}
+}
+
+func (c machineCodec) list(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
+	res := c.kc.listRequest(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx)
+	if err := res.Error(); err != nil {
+		return nil, "", err // with the server's Status, which Raw's error lacks
+	}
+	body, _ := res.Raw()
+	items, rv, err := decodeMachineList(body)
+	if err != nil {
+		return nil, "", err
+	}
+	return compactAll(items, compactMachine), rv, nil
+}
+
+func (c machineCodec) negotiator() runtime.ClientNegotiator { return c.neg }
+
+func (machineCodec) events(body io.ReadCloser, _ string, _ map[string]string) (eventDecoder, error) {
+	return newMachineEvents(body), nil
+}
+
+func (machineCodec) compact(obj runtime.Object) (*record, error) {
+	m, ok := obj.(*machinev1beta1.Machine)
+	if !ok {
+		return nil, fmt.Errorf("unexpected %T in a Machine watch", obj)
+	}
+	return compactMachine(m), nil
+}
+
+// compactMachine keeps of a Machine what compactMeta keeps, its spec.taints and
+// spec.providerID, ownerReferences, spec.metadata.labels, status.nodeRef's name and
+// status.phase (providerSpec and providerStatus are dropped).
+func compactMachine(m *machinev1beta1.Machine) *record {
+	r := compactMeta(&m.ObjectMeta, true, ptr.Deref(m.Spec.ProviderID, "")) // nil and "" mean the same to the planner
+	r.taints = internTaints(m.Spec.Taints)
+	mf := &machineFields{nodeLabels: pairsOf(m.Spec.ObjectMeta.Labels, nil, m.Name)}
+	if len(m.OwnerReferences) > 0 {
+		mf.owners = make([]metav1.OwnerReference, len(m.OwnerReferences))
+		for i, ref := range m.OwnerReferences {
+			mf.owners[i] = metav1.OwnerReference{
+				APIVersion: intern(ref.APIVersion), Kind: intern(ref.Kind), Name: intern(ref.Name), UID: interned(ref.UID),
+				Controller: sharedBool(ref.Controller), BlockOwnerDeletion: sharedBool(ref.BlockOwnerDeletion),
+			}
+		}
+	}
+	if m.Status.NodeRef != nil {
+		mf.nodeName = m.Status.NodeRef.Name
+	}
+	if m.Status.Phase != nil {
+		mf.phase, mf.hasPhase = intern(*m.Status.Phase), true
+	}
+	r.machine = mf
+	return r
+}

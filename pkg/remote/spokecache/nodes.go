@@ -2,7 +2,7 @@ package spokecache
 
 import (
 	"bytes"
-	"encoding/binary"
+	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -31,12 +31,11 @@ func decodeNodeList(body []byte, contentType string) ([]*record, string, error) 
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &list); err != nil {
 			return nil, "", fmt.Errorf("decoding the Node list (%s): %w", contentType, err)
 		}
-		items := make([]any, len(list.Items))
+		items := make([]*corev1.Node, len(list.Items))
 		for i := range list.Items {
 			items[i] = &list.Items[i]
 		}
-		recs, err := compactAll(items)
-		return recs, list.ResourceVersion, err
+		return compactAll(items, compactNode), list.ResourceVersion, nil
 	}
 	msg, ok := bytes.CutPrefix(body, protoMagic)
 	if !ok {
@@ -87,10 +86,7 @@ func listedNode(msg []byte) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := compact(n)
-	if err != nil {
-		return nil, err
-	}
+	r := compactNode(n)
 	if _, _, digest, ok := nodeDigest(msg); ok {
 		r.digest = digest
 	}
@@ -205,109 +201,6 @@ func nodeDigest(msg []byte) (name, rv string, digest uint64, ok bool) {
 	return name, rv, max(h.Sum64(), 1), ok
 }
 
-// protoEvents reads a protobuf watch stream (each event a frame behind its 4-byte length) one
-// event at a time into a buffer borrowed from a pool that every spoke shares, and gives the
-// buffer back once the event is decoded: decoding copies whatever it keeps. client-go's reader
-// keeps a buffer per watch instead, grown to the largest event it has seen and never shrunk: a
-// real Node with its images is tens of KiB, which would stay with every spoke for as long as
-// its Node watch lives.
-//
-// With nodes set (a Node watch), an update of a Node whose record nodes holds is recognised by
-// its digest without being decoded (heartbeat): most of a Node watch's events are kubelets'
-// heartbeats, a whole Node each, that change nothing a record keeps.
-type protoEvents struct {
-	body    io.ReadCloser
-	events  runtime.Decoder // the metav1.WatchEvent frames
-	objects runtime.Decoder // the objects they carry
-	nodes   *kindStore      // the store this stream's Nodes go to; nil: every event is decoded
-	header  [4]byte
-}
-
-func (d *protoEvents) Decode() (watch.EventType, runtime.Object, error) {
-	if _, err := io.ReadFull(d.body, d.header[:]); err != nil {
-		return "", nil, err // io.EOF when the stream ends between events
-	}
-	n := binary.BigEndian.Uint32(d.header[:])
-	if n > maxEventBytes {
-		return "", nil, fmt.Errorf("watch event of %d bytes is larger than %d", n, maxEventBytes)
-	}
-	buf := borrowEventBuffer()
-	defer returnEventBuffer(buf)
-	if cap(*buf) < int(n) {
-		*buf = make([]byte, n)
-	}
-	frame := (*buf)[:n]
-	if _, err := io.ReadFull(d.body, frame); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF // a frame cut short is not a clean end
-		}
-		return "", nil, err
-	}
-	var digest uint64
-	if d.nodes != nil {
-		var obj runtime.Object
-		if obj, digest = d.heartbeat(frame); obj != nil {
-			return watch.Modified, obj, nil
-		}
-	}
-	var got metav1.WatchEvent
-	if _, _, err := d.events.Decode(frame, nil, &got); err != nil {
-		return "", nil, err
-	}
-	switch typ := watch.EventType(got.Type); typ {
-	case watch.Added, watch.Modified, watch.Deleted, watch.Error, watch.Bookmark:
-		obj, err := eventObject(d.objects, got.Object.Raw)
-		if err != nil {
-			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
-		}
-		if n, ok := obj.(*corev1.Node); ok && digest != 0 {
-			return typ, &digestedNode{Node: n, digest: digest}, nil
-		}
-		return typ, obj, nil
-	default:
-		return "", nil, fmt.Errorf("got invalid watch event type: %v", got.Type)
-	}
-}
-
-func (d *protoEvents) Close() { _ = d.body.Close() }
-
-// heartbeat reads a watch event's frame without decoding it. An update of a Node whose record
-// d.nodes holds from a message of the same digest (nodeDigest) has its resourceVersion stored in
-// that record, and is returned as an unchangedNode. Otherwise it returns no object, and the
-// digest of the event's Node if it is one (0 if not), for the record the decoding makes.
-func (d *protoEvents) heartbeat(frame []byte) (runtime.Object, uint64) {
-	var typ, raw []byte
-	if !eachField(frame, func(f protoField) bool {
-		switch f.num {
-		case watchEventTypeField:
-			typ = f.value
-		case watchEventObjectField:
-			raw = nil
-			return eachField(f.value, func(r protoField) bool {
-				if r.num == rawExtensionRawField {
-					raw = r.value
-				}
-				return true
-			})
-		}
-		return true
-	}) {
-		return nil, 0
-	}
-	msg, ok := nodeMessage(raw)
-	if !ok {
-		return nil, 0
-	}
-	name, rv, digest, ok := nodeDigest(msg)
-	switch {
-	case !ok:
-		return nil, 0
-	case string(typ) == string(watch.Modified) && d.nodes.sameDigest(name, digest, rv):
-		return &unchangedNode{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}, digest
-	}
-	return nil, digest
-}
-
 // nodeMessage returns the Node message in raw, an object in Kubernetes' protobuf encoding (a
 // runtime.Unknown behind protoMagic), without copying it, and whether raw holds a v1 Node. An
 // envelope whose fields cannot be walked, or whose type or raw is not length-delimited, is not
@@ -341,28 +234,112 @@ func nodeMessage(raw []byte) ([]byte, bool) {
 	return msg, string(apiVersion) == "v1" && string(kind) == "Node"
 }
 
-// unchangedNode is a Node watch event that protoEvents recognised as its record's (a heartbeat)
-// and did not decode: its resourceVersion is already stored, and kindStore.Add takes no more.
-type unchangedNode struct{ metav1.ObjectMeta }
+// nodeSpec: every Node (whether a Node belongs to a pool is known only from its Machine), in
+// protobuf (a core type).
+var nodeSpec = kindSpec{gvk: GVKNode, resource: "nodes", accept: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON}
 
-func (*unchangedNode) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-func (u *unchangedNode) DeepCopyObject() runtime.Object {
-	return &unchangedNode{ObjectMeta: *u.ObjectMeta.DeepCopy()}
+// nodeCodec lists Nodes in protobuf, decoded one at a time (decodeNodeList), and reads their
+// watch as nodeEvents, whose heads let the loop tell a kubelet's heartbeat without decoding it.
+type nodeCodec struct {
+	kc  *KindClient
+	neg runtime.ClientNegotiator
 }
 
-// digestedNode is a Node decoded from a watch event, with its message's digest (nodeDigest),
-// which its record keeps.
-type digestedNode struct {
-	*corev1.Node
-	digest uint64
+func newNodeCodec(d codecDeps) codec {
+	return nodeCodec{kc: d.kc, neg: runtime.NewClientNegotiator(d.codecs.WithoutConversion(), GVKNode.GroupVersion())}
 }
 
-// eventObject decodes a protobuf watch event's object: a Node as decodeNode does (a kubelet's
-// heartbeat is a whole Node each time), anything else (an error's Status) with objects.
-func eventObject(objects runtime.Decoder, raw []byte) (runtime.Object, error) {
-	if msg, ok := nodeMessage(raw); ok {
-		return decodeNode(msg)
+func (c nodeCodec) list(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
+	var contentType string
+	res := c.kc.listRequest(&o).Do(ctx).ContentType(&contentType)
+	if err := res.Error(); err != nil {
+		return nil, "", err
 	}
-	return runtime.Decode(objects, raw)
+	body, _ := res.Raw()
+	return decodeNodeList(body, contentType)
+}
+
+func (c nodeCodec) negotiator() runtime.ClientNegotiator { return c.neg }
+
+func (c nodeCodec) events(body io.ReadCloser, mediaType string, params map[string]string) (eventDecoder, error) {
+	d, err := streamEvents(c.neg, body, mediaType, params)
+	if pe, ok := d.(*protoEvents); ok {
+		pe.objects = nodeObjects{pe.objects}
+		return &nodeEvents{pe}, nil
+	}
+	return d, err
+}
+
+func (nodeCodec) compact(obj runtime.Object) (*record, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, fmt.Errorf("unexpected %T in a Node watch", obj)
+	}
+	return compactNode(n), nil
+}
+
+// compactNode keeps of a Node what compactMeta keeps, its spec.taints and spec.providerID, and
+// whether it is ready and schedulable (the rest of its status, its images, other conditions
+// are dropped).
+func compactNode(n *corev1.Node) *record {
+	r := compactMeta(&n.ObjectMeta, true, n.Spec.ProviderID)
+	r.taints = internTaints(n.Spec.Taints)
+	r.health = healthOf(n)
+	return r
+}
+
+// nodeEvents reads a Node watch in protobuf. Peek reads an event's frame and says, without
+// decoding it, what the loop needs to tell a heartbeat: its type, and for a Node its name,
+// resourceVersion and digest (nodeDigest). Most of a Node watch's events are kubelets'
+// heartbeats, a whole Node each, that change nothing a record keeps.
+type nodeEvents struct{ *protoEvents }
+
+func (d *nodeEvents) Peek() (eventHead, error) {
+	if err := d.next(); err != nil {
+		return eventHead{}, err
+	}
+	var typ, raw []byte
+	if !eachField(d.frame, func(f protoField) bool {
+		switch f.num {
+		case watchEventTypeField:
+			typ = f.value
+		case watchEventObjectField:
+			raw = nil
+			return eachField(f.value, func(r protoField) bool {
+				if r.num == rawExtensionRawField {
+					raw = r.value
+				}
+				return true
+			})
+		}
+		return true
+	}) {
+		return eventHead{}, nil // Decode says what is wrong with it
+	}
+	head := eventHead{typ: watch.EventType(typ)}
+	if msg, ok := nodeMessage(raw); ok {
+		if name, rv, digest, ok := nodeDigest(msg); ok {
+			head.name, head.rv, head.digest = name, rv, digest
+		}
+	}
+	return head, nil
+}
+
+func (d *nodeEvents) Skip() { d.release() }
+
+// nodeObjects decodes a watch event's object: a Node as decodeNode does (a kubelet's heartbeat
+// is a whole Node each time), anything else (an error's Status) with the serializer.
+type nodeObjects struct{ runtime.Decoder }
+
+func (o nodeObjects) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	msg, ok := nodeMessage(data)
+	if !ok {
+		return o.Decoder.Decode(data, defaults, into)
+	}
+	n, err := decodeNode(msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	gvk := GVKNode
+	return n, &gvk, nil
 }

@@ -45,8 +45,9 @@ func protoWatchStream(t testing.TB, codecs serializer.CodecFactory, events ...wa
 	return out.Bytes()
 }
 
-// protoStreamReaders returns, for a protobuf watch stream, protoEvents and client-go's reader
-// over it, each with the decoders client-go negotiates for protobuf.
+// protoStreamReaders returns, for a protobuf watch stream of Nodes, the Node codec's reader
+// (nodeEvents over protoEvents) and client-go's over it, each with the decoders client-go
+// negotiates for protobuf.
 func protoStreamReaders(t testing.TB, codecs serializer.CodecFactory) func(stream []byte) (ours, clientGo eventDecoder) {
 	t.Helper()
 	neg := runtime.NewClientNegotiator(codecs.WithoutConversion(), corev1.SchemeGroupVersion)
@@ -55,8 +56,11 @@ func protoStreamReaders(t testing.TB, codecs serializer.CodecFactory) func(strea
 		t.Fatal(err)
 	}
 	return func(stream []byte) (eventDecoder, eventDecoder) {
-		return &protoEvents{body: io.NopCloser(bytes.NewReader(stream)), events: events, objects: objects},
-			restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream))), events), objects)
+		ours, err := nodeCodec{neg: neg}.events(io.NopCloser(bytes.NewReader(stream)), runtime.ContentTypeProtobuf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ours, restwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream))), events), objects)
 	}
 }
 

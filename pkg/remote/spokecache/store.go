@@ -2,8 +2,6 @@ package spokecache
 
 import (
 	"sync"
-
-	"k8s.io/apimachinery/pkg/api/meta"
 )
 
 // kindStore is one kind's records by name (Machines and MachineSets are all in one namespace),
@@ -19,14 +17,9 @@ type kindStore struct {
 	once   sync.Once
 }
 
-func (s *kindStore) Add(obj any) error {
-	if _, ok := obj.(*unchangedNode); ok {
-		return nil // its resourceVersion is stored already (sameDigest)
-	}
-	r, err := compact(obj)
-	if err != nil {
-		return err
-	}
+// Add stores r, a record of an added or updated object, unless it differs from the record held
+// in nothing but a numeric resourceVersion, which that record takes then.
+func (s *kindStore) Add(r *record) {
 	s.mu.Lock()
 	old := s.items[r.name()]
 	differs := old == nil || r.shareWith(old)
@@ -40,15 +33,10 @@ func (s *kindStore) Add(obj any) error {
 	if differs {
 		s.changed()
 	}
-	return nil
 }
 
-func (s *kindStore) Delete(obj any) error {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	name := m.GetName()
+// Delete drops the record of name.
+func (s *kindStore) Delete(name string) {
 	s.mu.Lock()
 	_, had := s.items[name]
 	delete(s.items, name)
@@ -56,7 +44,6 @@ func (s *kindStore) Delete(obj any) error {
 	if had {
 		s.changed()
 	}
-	return nil
 }
 
 // Replace swaps in the records of a fresh list. The first one marks the kind synced (the
@@ -95,11 +82,13 @@ func (s *kindStore) changed() {
 	}
 }
 
-// sameDigest stores rv in the record of Node name, and reports true, when that record was made
-// from a message of this digest (nodeDigest): a message of the same digest makes the same record
-// but for its resourceVersion, so it need not be decoded. A resourceVersion that is not a
-// canonical decimal (etcd's always are) is left to the decoding.
-func (s *kindStore) sameDigest(name string, digest uint64, rv string) bool {
+// Refresh is how a heartbeat is recognised: when the record of name was made from an object of
+// this digest (nodeDigest for a Node), an event of the same digest would make the same record
+// but for its resourceVersion, so Refresh stores rv in that record and reports true, and the
+// event need not be decoded. It reports false, and stores nothing, when the store holds no
+// such record, when that record has no digest or a resourceVersion that is not a number, or
+// when rv is not a canonical decimal (etcd's always are): the event is decoded then.
+func (s *kindStore) Refresh(name string, digest uint64, rv string) bool {
 	v, ok := canonicalVersion(rv)
 	if !ok {
 		return false
@@ -107,7 +96,7 @@ func (s *kindStore) sameDigest(name string, digest uint64, rv string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	r := s.items[name]
-	if r == nil || r.digest != digest || r.rv.Load() == 0 {
+	if r == nil || digest == 0 || r.digest != digest || r.rv.Load() == 0 {
 		return false
 	}
 	r.rv.Store(v)

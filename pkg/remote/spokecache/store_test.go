@@ -21,7 +21,7 @@ func testNode(name, rv string, labels map[string]string) *corev1.Node {
 
 func TestKindStoreNotifications(t *testing.T) {
 	notified := 0
-	st := &kindStore{spec: spokeKinds[0], notify: func() { notified++ }, items: map[string]*record{}, synced: make(chan struct{})}
+	st := &kindStore{spec: nodeSpec, notify: func() { notified++ }, items: map[string]*record{}, synced: make(chan struct{})}
 	step := func(name string, err error, want int) {
 		t.Helper()
 		if err != nil {
@@ -31,30 +31,75 @@ func TestKindStoreNotifications(t *testing.T) {
 			t.Errorf("%s: %d notifications, want %d", name, notified, want)
 		}
 	}
-	step("an event before the first list", st.Add(testNode("early", "1", nil)), 0)
+	step("an event before the first list", st.addObject(testNode("early", "1", nil)), 0)
 	step("first list", st.replaceObjects([]any{testNode("a", "1", map[string]string{"x": "1"}), testNode("b", "1", nil)}, "1"), 0)
 	select {
 	case <-st.synced:
 	default:
 		t.Fatal("not synced after the first list")
 	}
-	step("heartbeat (rv only)", st.Add(testNode("a", "2", map[string]string{"x": "1"})), 0)
-	step("label change", st.Add(testNode("a", "3", map[string]string{"x": "2"})), 1)
-	step("new Node", st.Add(testNode("c", "4", nil)), 2)
-	step("delete", st.Delete(testNode("c", "5", nil)), 3)
-	step("delete of an unknown Node", st.Delete(testNode("zz", "5", nil)), 3)
-	step("delete b", st.Delete(testNode("b", "1", nil)), 4)
+	step("heartbeat (rv only)", st.addObject(testNode("a", "2", map[string]string{"x": "1"})), 0)
+	step("label change", st.addObject(testNode("a", "3", map[string]string{"x": "2"})), 1)
+	step("new Node", st.addObject(testNode("c", "4", nil)), 2)
+	step("delete", st.deleteObject(testNode("c", "5", nil)), 3)
+	step("delete of an unknown Node", st.deleteObject(testNode("zz", "5", nil)), 3)
+	step("delete b", st.deleteObject(testNode("b", "1", nil)), 4)
 	step("re-list, same content", st.replaceObjects([]any{testNode("a", "9", map[string]string{"x": "2"})}, "9"), 4)
 	step("re-list, one gone", st.replaceObjects([]any{}, "10"), 5)
-	if err := st.Add(&corev1.ConfigMap{}); err == nil {
-		t.Error("a ConfigMap was stored")
+	for _, c := range []codec{nodeCodec{}, machineCodec{}, machineSetCodec{}} {
+		if _, err := c.compact(&corev1.ConfigMap{}); err == nil {
+			t.Errorf("%T made a record of a ConfigMap", c)
+		}
+	}
+}
+
+// Refresh recognises a heartbeat: an event of the digest its record was made from, at a
+// numeric resourceVersion. Then the record takes the version, and nothing is notified;
+// otherwise nothing changes, and the event is decoded.
+func TestRefresh(t *testing.T) {
+	const digest = 0x5eed
+	for name, tc := range map[string]struct {
+		recordRV     string // the record's resourceVersion
+		recordDigest uint64 // 0: made from no digest (a JSON list)
+		node         string // the event's Node
+		digest       uint64
+		rv           string
+		want         bool
+		wantRV       string // the record's resourceVersion after
+	}{
+		"a heartbeat":                         {recordRV: "5", recordDigest: digest, node: "a", digest: digest, rv: "6", want: true, wantRV: "6"},
+		"a change the digest sees":            {recordRV: "5", recordDigest: digest, node: "a", digest: digest + 1, rv: "6", wantRV: "5"},
+		"a Node the store lacks":              {recordRV: "5", recordDigest: digest, node: "b", digest: digest, rv: "6", wantRV: "5"},
+		"a record made without a digest":      {recordRV: "5", node: "a", digest: digest, rv: "6", wantRV: "5"},
+		"no digest on either side":            {recordRV: "5", node: "a", rv: "6", wantRV: "5"},
+		"a version that is not a number":      {recordRV: "5", recordDigest: digest, node: "a", digest: digest, rv: "x6", wantRV: "5"},
+		"a version with a leading zero":       {recordRV: "5", recordDigest: digest, node: "a", digest: digest, rv: "06", wantRV: "5"},
+		"an empty version":                    {recordRV: "5", recordDigest: digest, node: "a", digest: digest, rv: "", wantRV: "5"},
+		"a record whose version is no number": {recordRV: "v5", recordDigest: digest, node: "a", digest: digest, rv: "6", wantRV: "v5"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			notified := 0
+			st := &kindStore{spec: nodeSpec, notify: func() { notified++ }, items: map[string]*record{}, synced: make(chan struct{})}
+			r := compactNode(testNode("a", tc.recordRV, map[string]string{"x": "1"}))
+			r.digest = tc.recordDigest
+			st.Replace([]*record{r})
+			if got := st.Refresh(tc.node, tc.digest, tc.rv); got != tc.want {
+				t.Errorf("Refresh: %v, want %v", got, tc.want)
+			}
+			if got := st.items["a"].resourceVersion(); got != tc.wantRV {
+				t.Errorf("the record's resourceVersion %q, want %q", got, tc.wantRV)
+			}
+			if notified != 0 {
+				t.Errorf("notified %d times", notified)
+			}
+		})
 	}
 }
 
 func TestSpokeCacheReads(t *testing.T) {
 	sc := &Cache{}
 	for _, k := range spokeKinds {
-		sc.stores = append(sc.stores, &kindStore{spec: k, notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})})
+		sc.stores = append(sc.stores, &kindStore{spec: k.spec, notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})})
 	}
 	ctx := context.Background()
 	if err := sc.stores[0].replaceObjects([]any{testNode("n2", "1", map[string]string{"role": "infra"}), testNode("n1", "1", map[string]string{"role": "worker"})}, "1"); err != nil {
@@ -103,7 +148,7 @@ func TestSpokeCacheReads(t *testing.T) {
 // re-list alike: a key cut from an update's own identity string, which shareWith then drops
 // for the old record's, would keep that string alive beside the one the record holds.
 func TestKindStoreKeysShareTheRecordsIdentity(t *testing.T) {
-	st := &kindStore{spec: spokeKinds[0], notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
+	st := &kindStore{spec: nodeSpec, notify: func() {}, items: map[string]*record{}, synced: make(chan struct{})}
 	check := func(step string) {
 		t.Helper()
 		for key, r := range st.items {
@@ -116,7 +161,7 @@ func TestKindStoreKeysShareTheRecordsIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("first list")
-	if err := st.Add(testNode("a", "2", nil)); err != nil {
+	if err := st.addObject(testNode("a", "2", nil)); err != nil {
 		t.Fatal(err)
 	}
 	check("heartbeat")
