@@ -22,9 +22,6 @@ const (
 	// KubeconfigKey is the Secret data key holding the admin kubeconfig (Hive's remote clients
 	// use it too; raw-kubeconfig is ignored).
 	KubeconfigKey = "kubeconfig"
-	// UserAgent is sent with every spoke request unless Options.UserAgent
-	// says otherwise.
-	UserAgent = "hub-node-metadata"
 )
 
 // target is everything a connection depends on that comes from the ClusterDeployment.

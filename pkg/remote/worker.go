@@ -11,13 +11,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// worker is a cluster's background goroutine (run): it connects, monitors the connection and
-// backs off, and is woken by Ensure when the wanted connection changes.
-type worker struct {
-	cancel context.CancelFunc
-	wake   chan struct{} // cap 1
-}
-
 func (c *Manager) startWorkerLocked(e *entry) {
 	if c.ctx == nil || c.stopped {
 		return // Start launches it
