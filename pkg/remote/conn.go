@@ -12,10 +12,13 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/go-logr/logr"
 
 	"github.com/openshift/hub-node-metadata/pkg/remote/spokecache"
 )
@@ -41,8 +44,10 @@ type conn struct {
 	cacheDone   chan struct{}
 }
 
-// newConn builds the connection from a prepared config. It does no I/O.
-func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, error) {
+// newConn builds the connection from a prepared config, with the Manager's options, codecs
+// and logger; notify is called after each change the cache sees while the Spoke is open. It
+// does no I/O.
+func newConn(cluster types.NamespacedName, p *prepared, opts *Options, codecs serializer.CodecFactory, log logr.Logger, notify func()) (*conn, error) {
 	cn := &conn{
 		key:        p.key,
 		server:     p.cfg.Host,
@@ -59,7 +64,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 		// One token bucket per spoke, shared by the kinds' REST clients, which carry the
 		// cache's lists and watches and the Spoke's reads and patches (client-go would
 		// otherwise give each REST client its own).
-		cfg.RateLimiter = timedLimiter{flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst), c.opts.Metrics}
+		cfg.RateLimiter = timedLimiter{flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst), opts.Metrics}
 	}
 	cfg.Dial = cn.dials.wrap(p.cfg.Dial)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -68,10 +73,10 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 			next:    rt,
 			host:    u.Host,
 			prefix:  strings.TrimSuffix(u.Path, "/"),
-			metrics: c.opts.Metrics,
-			now:     c.opts.Clock.Now,
+			metrics: opts.Metrics,
+			now:     opts.Clock.Now,
 			observe: cn.observe,
-			fence:   c.opts.WriteFence,
+			fence:   opts.WriteFence,
 		}
 	}
 	hc, err := rest.HTTPClientFor(cfg)
@@ -83,16 +88,16 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 	// clients' carry the cache's watches, which are long-running, bounded by their own timeouts
 	// (watchTimeoutMin) and the cache ctx, and the Spoke's calls, each bounded by its ctx
 	// (spoke.bound).
-	cn.http = &http.Client{Transport: hc.Transport, Timeout: c.opts.RequestTimeout, CheckRedirect: noRedirect}
+	cn.http = &http.Client{Transport: hc.Transport, Timeout: opts.RequestTimeout, CheckRedirect: noRedirect}
 	cacheHTTP := &http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}
 
-	clients, err := spokecache.NewKindClients(cfg, cacheHTTP, c.codecs)
+	clients, err := spokecache.NewKindClients(cfg, cacheHTTP, codecs)
 	if err != nil {
 		return nil, newConnError(ReasonSecretInvalid, err, "building clients for %s", cn.server)
 	}
-	cc, err := spokecache.New(cfg, cacheHTTP, clients, c.codecs, c.log, cluster.String(), c.opts.Clock, func() {
+	cc, err := spokecache.New(cfg, cacheHTTP, clients, codecs, log, cluster.String(), opts.Clock, func() {
 		if cn.spoke.check() == nil {
-			c.notifyKey(cluster)
+			notify()
 		}
 	})
 	if err != nil {
@@ -104,7 +109,7 @@ func (c *Manager) newConn(cluster types.NamespacedName, p *prepared) (*conn, err
 		server:  cn.server,
 		cache:   cc,
 		clients: clients,
-		timeout: c.opts.RequestTimeout,
+		timeout: opts.RequestTimeout,
 	}
 	return cn, nil
 }

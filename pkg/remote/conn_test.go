@@ -78,7 +78,8 @@ func TestConnTransportIsPrivateWithoutHeaderTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cn, err := NewManager(hubReader(), fastOptions()).newConn(types.NamespacedName{Namespace: testNamespace, Name: testCDName}, p)
+	m := NewManager(hubReader(), fastOptions())
+	cn, err := newConn(types.NamespacedName{Namespace: testNamespace, Name: testCDName}, p, &m.opts, m.codecs, m.log, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}

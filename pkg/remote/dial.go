@@ -24,7 +24,8 @@ func DialReader(ctx context.Context, secrets client.Reader, cd *hivev1.ClusterDe
 	if err != nil {
 		return nil, nil, &notConnectedError{cluster: key.String(), reason: classify(err), message: err.Error()}
 	}
-	cn, err := NewManager(secrets, opts).newConn(key, p) // never started: only its shared parts are used
+	m := NewManager(secrets, opts) // never started: only its options, codecs and logger are used
+	cn, err := newConn(key, p, &m.opts, m.codecs, m.log, func() {})
 	if err != nil {
 		return nil, nil, &notConnectedError{cluster: key.String(), reason: classify(err), message: err.Error()}
 	}

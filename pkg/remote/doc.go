@@ -83,16 +83,20 @@
 // # Layout
 //
 // A file a concern, as Cluster API splits its clustercache; the spoke's cache is package
-// spokecache (its records, store, list-and-watch loop, decoders and kind clients), which this
-// package builds per connection and never reaches into:
+// spokecache (its records, store, list-and-watch loop, codecs and kind clients), which this
+// package builds per connection and never reaches into. Bottom up; a file uses only files
+// above it in this list (go run ./hack/filegraph shows it):
 //
+//   - reason.go, spoke.go, metrics.go: what the Manager reports, and the Spoke callers hold
+//     (over spokecache's cache and kind clients);
+//   - options.go: the Manager's options and their defaults;
+//   - eligible.go and kubeconfig.go: what a ClusterDeployment and its Secret allow;
+//   - allowlist.go: the requests a connection lets through; conn.go: a connection and its
+//     transport;
+//   - state.go: the Manager's state (a cluster's entry, its worker, its status) and what runs
+//     under its lock; worker.go: the worker of each cluster (connect, monitor, backoff);
 //   - manager.go: the Manager's API (Ensure, GetSpoke, Status, Forget, Notify, Start);
-//     worker.go: the worker of each cluster (connect, monitor, backoff);
-//   - conn.go: a connection and its transport; allowlist.go: the requests it lets through;
-//     kubeconfig.go and eligible.go: what a ClusterDeployment and its Secret allow;
-//   - spoke.go: the Spoke callers hold, over spokecache's cache and kind clients;
-//   - reason.go and metrics.go: what the Manager reports; dial.go: a one-shot reader for
-//     command-line tools.
+//   - dial.go: a one-shot reader for command-line tools.
 //
 // # Notifications
 //

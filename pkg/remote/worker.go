@@ -184,7 +184,7 @@ func (c *Manager) connect(ctx context.Context, t target, p *prepared) (*conn, *p
 			return nil, nil, err
 		}
 	}
-	cn, err := c.newConn(t.cluster, p)
+	cn, err := newConn(t.cluster, p, &c.opts, c.codecs, c.log, func() { c.notifyKey(t.cluster) })
 	if err != nil {
 		return nil, p, err
 	}
