@@ -31,35 +31,6 @@ import (
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
-// Event reasons on MachinePools and ClusterDeployments.
-const (
-	EventApplied    = "Applied"
-	EventOverrode   = "AppliedOverride"
-	EventWouldApply = "DriftDetected"
-	EventRefused    = "Refused"
-	EventSyncFailed = "SyncFailed"
-	EventContested  = v1alpha1.ReasonContested
-	// EventDenied: the spoke refused a patch in a way retrying cannot fix
-	// (an admission webhook's denial, a 422); the object is retried every
-	// --denied-retry.
-	EventDenied = v1alpha1.ReasonWriteDenied
-	// EventPoolWarning: items of the pool were corrected or ignored, as Hive
-	// does (duplicate taints, machine labels that clash with machine-api's).
-	EventPoolWarning  = "PoolItemsIgnored"
-	EventDisconnected = "SpokeUnavailable"
-	EventConnected    = "SpokeConnected"
-	// EventClusterMissing: the pool names a ClusterDeployment that does not exist.
-	EventClusterMissing = v1alpha1.ReasonClusterDeploymentMissing
-	// A paced NoExecute rollout: its first batch, each batch, its end.
-	EventNoExecuteStarted = "NoExecuteRolloutStarted"
-	EventNoExecuteBatch   = "NoExecuteBatch"
-	EventNoExecuteDone    = "NoExecuteRolloutDone"
-	// EventNoExecuteHeld: the health gate or the maintenance window holds
-	// the next batch (said when the hold begins or changes).
-	EventNoExecuteHeld = "NoExecuteHeld"
-	eventAction        = "Sync"
-)
-
 // Field index: MachinePools by their ClusterDeployment's name.
 const indexPoolByCluster = "spec.clusterDeploymentRef.name"
 
@@ -456,68 +427,6 @@ func (r *Reconciler) write(ctx context.Context, ck string, spoke remote.Spoke, w
 	}
 	_ = g.Wait()
 	return results, probe
-}
-
-// probe writes targets of a cluster in a write outage one at a time, in
-// turn after the one probed last, until one sends a write that goes through
-// or fails transiently. A target that sends nothing (in sync, held) or whose
-// write the spoke refuses or finds gone tells nothing of the outage: the next
-// is tried. It returns the key of the last target that sent a write, and
-// whether the targets not yet written may be written now: the probe went
-// through, or no target failed.
-func (r *Reconciler) probe(ctx context.Context, work []*poolWork, appliers []*nmsync.Applier, results [][][]nmsync.Result, after string) (string, bool) {
-	probe := ""
-	for _, ref := range probeOrder(work, after) {
-		w := work[ref.pool].targets[ref.target]
-		res := appliers[ref.pool].SyncTarget(ctx, w.desired, w.target)
-		results[ref.pool][ref.target] = res
-		switch judgeProbe(res) {
-		case probeThrough:
-			return ref.key, true
-		case probeFailed:
-			return ref.key, false
-		case probeAnswered:
-			probe = ref.key
-		}
-	}
-	return probe, true
-}
-
-// noteOutage takes in what a sync's writes did (probe is the target probed,
-// if any) for the cluster's write outage: it logs and counts its start and
-// end, and marks the synced pools' results while it lasts, so that their
-// statuses say the writes are failing without changing with each probe.
-func (r *Reconciler) noteOutage(ctx context.Context, ck string, d *Decision, probe string) {
-	round := roundOf(d.Results, probe)
-	change, o := r.outages.record(ck, round)
-	if probe != "" {
-		r.Metrics.OutageProbes.Inc()
-	}
-	// The context's logger names the cluster.
-	logger := log.FromContext(ctx)
-	switch change {
-	case outageNone:
-		return
-	case outageEntered:
-		// Inc and Dec, not the tracker's size: the gauge is shared by every
-		// reconciler of the process's registry (tests run several).
-		r.Metrics.WriteOutages.Inc()
-		logger.Error(errors.New(o.cause), "write outage: every write to the spoke failed; writing one object at a time until one goes through", "probeInterval", r.Opts.OutageProbeInterval.String())
-	case outageLeft:
-		r.Metrics.WriteOutages.Dec()
-		why := "a write went through"
-		if round.Patched == 0 {
-			why = "nothing failing is left to write (in sync, denied, or not synced now)"
-		}
-		logger.Info("write outage over", "why", why, "lasted", r.outages.now().Sub(o.since).Round(time.Millisecond).String(), "probes", o.probes, "probe", probe)
-		return
-	}
-	msg := outageMessage(o, r.Opts.OutageProbeInterval)
-	for i := range d.Results {
-		if d.Desired[i] != nil {
-			d.Results[i].WriteOutage, d.Results[i].OutageReported = msg, change == outageGoesOn
-		}
-	}
 }
 
 // remember records what the writes taught, per pool: what Node writes
