@@ -156,6 +156,45 @@ func (o *outageTracker) forget(cluster string) bool {
 	return ok
 }
 
+// outageWriter is the write path of a cluster in a write outage, around
+// next, the plain one, which writes a cluster in none. In an outage, targets
+// are written one at a time, in turn, until one write is sent (the probe):
+// only if it goes through are the others written, by next, at once;
+// otherwise, and while no probe is due, they are planned and not written
+// (ReasonWriteOutage). It keeps the outages (outageTracker), and says and
+// counts them (note).
+type outageWriter struct {
+	*outageTracker
+	next    writer
+	metrics *Metrics
+}
+
+func (w *outageWriter) write(ctx context.Context, ck string, b *writeBatch) {
+	turn := w.turn(ck)
+	if !turn.Active {
+		w.next.write(ctx, ck, b)
+		return
+	}
+	rest := false
+	if turn.Due {
+		b.probe, rest = w.probe(ctx, b, turn.After)
+	}
+	if rest {
+		w.next.write(ctx, ck, b)
+		return
+	}
+	for i, pw := range b.work {
+		if pw == nil {
+			continue
+		}
+		for j, t := range pw.targets {
+			if b.results[i][j] == nil {
+				b.results[i][j] = heldForOutage(ctx, b.appliers[i], t.desired, t.target)
+			}
+		}
+	}
+}
+
 // probe writes targets of a cluster in a write outage one at a time, in
 // turn after the one probed last, until one sends a write that goes through
 // or fails transiently. A target that sends nothing (in sync, held) or whose
@@ -163,12 +202,12 @@ func (o *outageTracker) forget(cluster string) bool {
 // is tried. It returns the key of the last target that sent a write, and
 // whether the targets not yet written may be written now: the probe went
 // through, or no target failed.
-func (r *Reconciler) probe(ctx context.Context, work []*poolWork, appliers []*nmsync.Applier, results [][][]nmsync.Result, after string) (string, bool) {
+func (w *outageWriter) probe(ctx context.Context, b *writeBatch, after string) (string, bool) {
 	probe := ""
-	for _, ref := range probeOrder(work, after) {
-		w := work[ref.pool].targets[ref.target]
-		res := appliers[ref.pool].SyncTarget(ctx, w.desired, w.target)
-		results[ref.pool][ref.target] = res
+	for _, ref := range probeOrder(b.work, after) {
+		t := b.work[ref.pool].targets[ref.target]
+		res := b.appliers[ref.pool].SyncTarget(ctx, t.desired, t.target)
+		b.results[ref.pool][ref.target] = res
 		switch judgeProbe(res) {
 		case probeThrough:
 			return ref.key, true
@@ -275,15 +314,15 @@ func (noWrites) Patch(context.Context, client.Object, client.Patch, ...client.Pa
 	return errWriteOutage
 }
 
-// noteOutage takes in what a sync's writes did (probe is the target probed,
+// note takes in what a sync's writes did (probe is the target probed,
 // if any) for the cluster's write outage: it logs and counts its start and
 // end, and marks the synced pools' results while it lasts, so that their
 // statuses say the writes are failing without changing with each probe.
-func (r *Reconciler) noteOutage(ctx context.Context, ck string, d *Decision, probe string) {
+func (w *outageWriter) note(ctx context.Context, ck string, d *Decision, probe string) {
 	round := roundOf(d.Results, probe)
-	change, o := r.outages.record(ck, round)
+	change, o := w.record(ck, round)
 	if probe != "" {
-		r.Metrics.OutageProbes.Inc()
+		w.metrics.OutageProbes.Inc()
 	}
 	// The context's logger names the cluster.
 	logger := log.FromContext(ctx)
@@ -293,18 +332,18 @@ func (r *Reconciler) noteOutage(ctx context.Context, ck string, d *Decision, pro
 	case outageEntered:
 		// Inc and Dec, not the tracker's size: the gauge is shared by every
 		// reconciler of the process's registry (tests run several).
-		r.Metrics.WriteOutages.Inc()
-		logger.Error(errors.New(o.cause), "write outage: every write to the spoke failed; writing one object at a time until one goes through", "probeInterval", r.Opts.OutageProbeInterval.String())
+		w.metrics.WriteOutages.Inc()
+		logger.Error(errors.New(o.cause), "write outage: every write to the spoke failed; writing one object at a time until one goes through", "probeInterval", w.interval.String())
 	case outageLeft:
-		r.Metrics.WriteOutages.Dec()
+		w.metrics.WriteOutages.Dec()
 		why := "a write went through"
 		if round.Patched == 0 {
 			why = "nothing failing is left to write (in sync, denied, or not synced now)"
 		}
-		logger.Info("write outage over", "why", why, "lasted", r.outages.now().Sub(o.since).Round(time.Millisecond).String(), "probes", o.probes, "probe", probe)
+		logger.Info("write outage over", "why", why, "lasted", w.now().Sub(o.since).Round(time.Millisecond).String(), "probes", o.probes, "probe", probe)
 		return
 	}
-	msg := outageMessage(o, r.Opts.OutageProbeInterval)
+	msg := outageMessage(o, w.interval)
 	for i := range d.Results {
 		if d.Desired[i] != nil {
 			d.Results[i].WriteOutage, d.Results[i].OutageReported = msg, change == outageGoesOn

@@ -71,7 +71,7 @@ type Reconciler struct {
 	denials   *denialTracker
 	pacer     *pacer
 	nodes     *nodeMemory
-	outages   *outageTracker
+	outages   *outageWriter
 	// propagation times pool changes for pool_propagation_seconds.
 	propagation *propagationClock
 	mu          gosync.Mutex
@@ -110,7 +110,8 @@ func (r *Reconciler) init() {
 		r.nodes = newNodeMemory(r.Opts.NodeSettle, r.now)
 	}
 	if r.outages == nil {
-		r.outages = newOutageTracker(r.Opts.OutageProbeInterval, r.now)
+		r.outages = &outageWriter{outageTracker: newOutageTracker(r.Opts.OutageProbeInterval, r.now),
+			next: plainWriter{limit: r.Opts.WritesPerCluster}, metrics: r.Metrics}
 	}
 	if r.propagation == nil {
 		r.propagation = newPropagationClock()
@@ -259,14 +260,14 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 	if spoke == nil {
 		// Nothing is written (paused, ineligible, unreachable, unread): no
 		// write outage either; a connected spoke's next sync tells anew.
-		r.noteOutage(ctx, ck, d, "")
+		r.outages.note(ctx, ck, d, "")
 		return d.Results, d.State, err
 	}
 	work := r.plan(ck, pools, d, objs)
 	results, probe := r.write(ctx, ck, spoke, work)
 	d.Finish(results)
 	r.pacer.landed(ck, pools, d, work, results, r.now())
-	r.noteOutage(ctx, ck, d, probe)
+	r.outages.note(ctx, ck, d, probe)
 	for i := range d.Results {
 		if c := Count(d.Results[i].Results); c.Settling > 0 && c.Drifted == c.Settling {
 			// Only Nodes that nodelink changed back a moment ago differ, and
@@ -366,67 +367,66 @@ func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, ob
 	return work
 }
 
-// write syncs every target of work to the spoke, WritesPerCluster at a time,
-// and returns the results per pool and target. A held target is planned as
-// the drift report plans it, and nothing is written to it. In a write
-// outage, targets are written one at a time, in turn, until one write is
-// sent (the probe, whose target write returns): only if it goes through are
-// the others written, at once; otherwise, and while no probe is due, they
-// are planned and not written (ReasonWriteOutage).
+// write syncs every target of work to the spoke through the reconciler's
+// writer, the outage path wrapping the plain one (outage.go), and returns the
+// results per pool and target, with the target a write outage's probe wrote
+// last, if any. A held target is planned as the drift report plans it, and
+// nothing is written to it.
 func (r *Reconciler) write(ctx context.Context, ck string, spoke remote.Spoke, work []*poolWork) ([][][]nmsync.Result, string) {
-	results := make([][][]nmsync.Result, len(work))
-	appliers := make([]*nmsync.Applier, len(work))
+	b := &writeBatch{work: work, results: make([][][]nmsync.Result, len(work)), appliers: make([]*nmsync.Applier, len(work))}
 	for i, pw := range work {
 		if pw == nil {
 			continue
 		}
-		results[i] = make([][]nmsync.Result, len(pw.targets))
-		appliers[i] = &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
+		b.results[i] = make([][]nmsync.Result, len(pw.targets))
+		b.appliers[i] = &nmsync.Applier{Client: spoke, Reader: spoke.Live(), DryRun: r.Opts.DryRun,
 			Hold: r.denials.hold(ck, pw.fp), Settle: r.nodes.holdBack(ck)}
 		for j, w := range pw.targets {
 			if w.held {
-				results[i][j] = contestedResults(ctx, w.desired, w.target)
+				b.results[i][j] = contestedResults(ctx, w.desired, w.target)
 			}
 		}
 	}
-	probe := ""
-	if turn := r.outages.turn(ck); turn.Active {
-		rest := false
-		if turn.Due {
-			probe, rest = r.probe(ctx, work, appliers, results, turn.After)
-		}
-		if !rest {
-			for i, pw := range work {
-				if pw == nil {
-					continue
-				}
-				for j, w := range pw.targets {
-					if results[i][j] == nil {
-						results[i][j] = heldForOutage(ctx, appliers[i], w.desired, w.target)
-					}
-				}
-			}
-			return results, probe
-		}
-	}
+	r.outages.write(ctx, ck, b)
+	return b.results, b.probe
+}
+
+// writeBatch is one sync's writes to a spoke: the work, each synced pool's
+// applier, and the results per pool and target, nil until the target is
+// written or planned. probe is the target a write outage's probe wrote last.
+type writeBatch struct {
+	work     []*poolWork
+	appliers []*nmsync.Applier
+	results  [][][]nmsync.Result
+	probe    string
+}
+
+// A writer writes the targets of a batch whose results are still nil.
+type writer interface {
+	write(ctx context.Context, ck string, b *writeBatch)
+}
+
+// plainWriter writes them all at once, limit (WritesPerCluster) at a time.
+type plainWriter struct{ limit int }
+
+func (p plainWriter) write(ctx context.Context, _ string, b *writeBatch) {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.Opts.WritesPerCluster)
-	for i, pw := range work {
+	g.SetLimit(p.limit)
+	for i, pw := range b.work {
 		if pw == nil {
 			continue
 		}
 		for j, w := range pw.targets {
-			if results[i][j] != nil {
+			if b.results[i][j] != nil {
 				continue // held after a contest, or probed
 			}
 			g.Go(func() error {
-				results[i][j] = appliers[i].SyncTarget(gctx, w.desired, w.target)
+				b.results[i][j] = b.appliers[i].SyncTarget(gctx, w.desired, w.target)
 				return nil
 			})
 		}
 	}
 	_ = g.Wait()
-	return results, probe
 }
 
 // remember records what the writes taught, per pool: what Node writes
