@@ -6,6 +6,8 @@ import (
 	gosync "sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
@@ -153,10 +155,10 @@ func (c *contestTracker) nextRelease(cluster string) (time.Duration, bool) {
 }
 
 // forget drops a cluster's records.
-func (c *contestTracker) forget(cluster string) {
+func (c *contestTracker) forget(cluster types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.records, cluster)
+	delete(c.records, cluster.String())
 }
 
 // fingerprint identifies a pool's desired metadata, so that patches for a

@@ -5,6 +5,8 @@ import (
 	gosync "sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
@@ -82,8 +84,8 @@ func (d *denialTracker) nextRetry(cluster string) (time.Duration, bool) {
 }
 
 // forget drops a cluster's records.
-func (d *denialTracker) forget(cluster string) {
+func (d *denialTracker) forget(cluster types.NamespacedName) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.records, cluster)
+	delete(d.records, cluster.String())
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
@@ -192,6 +193,8 @@ func (m *Metrics) ForgetCluster(cluster string) {
 	m.Denied.DeletePartialMatch(l)
 	m.NoExecutePending.DeletePartialMatch(l)
 }
+
+func (m *Metrics) forget(c types.NamespacedName) { m.ForgetCluster(c.String()) }
 
 // ForgetPool deletes a pool's series.
 func (m *Metrics) ForgetPool(cluster, pool string) {

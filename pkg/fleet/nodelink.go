@@ -6,6 +6,8 @@ import (
 	gosync "sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
@@ -190,8 +192,8 @@ func (m *nodeMemory) record(ck string, r nmsync.Result) {
 	}
 }
 
-func (m *nodeMemory) forget(ck string) {
+func (m *nodeMemory) forget(c types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.clusters, ck)
+	delete(m.clusters, c.String())
 }

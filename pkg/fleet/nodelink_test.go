@@ -8,6 +8,7 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
@@ -81,7 +82,7 @@ func TestNodeMemory(t *testing.T) {
 		t.Errorf("sweep left %d clusters of expired records", len(m.clusters))
 	}
 	m.record("ns/c", wrote)
-	m.forget("ns/c")
+	m.forget(types.NamespacedName{Namespace: "ns", Name: "c"})
 	if len(m.clusters) != 0 {
 		t.Errorf("forget left %d clusters", len(m.clusters))
 	}

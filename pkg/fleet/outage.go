@@ -8,6 +8,7 @@ import (
 	gosync "sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -147,8 +148,8 @@ func (o *outageTracker) wait(cluster string) (time.Duration, bool) {
 	return max(out.sent.Add(o.interval).Sub(o.now()), 10*time.Millisecond), true
 }
 
-// forget drops a cluster's outage and reports whether it had one.
-func (o *outageTracker) forget(cluster string) bool {
+// drop ends a cluster's outage, if any, and reports whether it had one.
+func (o *outageTracker) drop(cluster string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	_, ok := o.clusters[cluster]
@@ -192,6 +193,13 @@ func (w *outageWriter) write(ctx context.Context, ck string, b *writeBatch) {
 				b.results[i][j] = heldForOutage(ctx, b.appliers[i], t.desired, t.target)
 			}
 		}
+	}
+}
+
+// forget ends the cluster's outage, if any, in the gauge too.
+func (w *outageWriter) forget(c types.NamespacedName) {
+	if w.drop(c.String()) {
+		w.metrics.WriteOutages.Dec()
 	}
 }
 

@@ -119,8 +119,8 @@ func TestOutageTrackerRemembersTheProbeAndCause(t *testing.T) {
 	if turn := o.turn("c"); turn.Due || turn.After != "ns/m1" {
 		t.Errorf("turn %+v, want no probe due, after ns/m1", turn)
 	}
-	if !o.forget("c") || o.forget("c") {
-		t.Error("forget reports the outage once")
+	if !o.drop("c") || o.drop("c") {
+		t.Error("drop reports the outage once")
 	}
 	if turn := o.turn("c"); turn.Active {
 		t.Error("a forgotten cluster is still in an outage")

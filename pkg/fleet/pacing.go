@@ -9,6 +9,7 @@ import (
 
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
@@ -450,10 +451,10 @@ func (p *pacer) forgetPool(ck, pool string) {
 	delete(p.clusters[ck], pool)
 }
 
-func (p *pacer) forget(ck string) {
+func (p *pacer) forget(c types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.clusters, ck)
+	delete(p.clusters, c.String())
 }
 
 // rolloutEvents says what a sync did to a pool's rollout, as Event reasons

@@ -1,11 +1,12 @@
 package fleet
 
 import (
-	"strings"
+	"maps"
 	gosync "sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
@@ -109,16 +110,18 @@ func (p *propagationClock) delivered(pool string, st v1alpha1.MachinePoolSyncSta
 	}
 }
 
-// forget drops a pool's clock (the pool is gone), or with a trailing "/"
-// every pool of a namespace.
-func (p *propagationClock) forget(prefix string) {
+// forgetPool drops a pool's clock (the pool is gone).
+func (p *propagationClock) forgetPool(pool string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k := range p.pending {
-		if k == prefix || (strings.HasSuffix(prefix, "/") && strings.HasPrefix(k, prefix)) {
-			delete(p.pending, k)
-		}
-	}
+	delete(p.pending, pool)
+}
+
+// forget drops the clocks of every pool of the cluster's namespace.
+func (p *propagationClock) forget(c types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	maps.DeleteFunc(p.pending, func(k string, _ *pendingChange) bool { return inNamespace(k, c.Namespace) })
 }
 
 // SawPoolChange starts the propagation clock of a pool whose generation

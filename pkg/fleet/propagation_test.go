@@ -7,6 +7,7 @@ import (
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
@@ -56,7 +57,7 @@ func TestPropagationClockPacedChange(t *testing.T) {
 	p.seen("ns/a", 1, t0)
 	p.seen("ns/b", 1, t0)
 	p.seen("other/c", 1, t0)
-	p.forget("ns/")
+	p.forget(types.NamespacedName{Namespace: "ns", Name: "c"})
 	if p.timing("ns/a", 1) || p.timing("ns/b", 1) || !p.timing("other/c", 1) {
 		t.Error("forgetting a namespace dropped the wrong clocks")
 	}

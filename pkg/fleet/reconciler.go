@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"sort"
-	"strings"
-	gosync "sync"
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -74,18 +71,20 @@ type Reconciler struct {
 	outages   *outageWriter
 	// propagation times pool changes for pool_propagation_seconds.
 	propagation *propagationClock
-	mu          gosync.Mutex
-	lastPools   map[string]map[string]bool // cluster -> pool names with series
-	lastConn    map[string]remote.Reason   // cluster -> last connection reason seen
+	lastPools   *clusterMap[map[string]bool] // cluster -> pool names with series
+	lastConn    *clusterMap[remote.Reason]   // cluster -> last connection reason seen
 	// statusRetry spaces the retries of status writes that failed
 	// transiently, per cluster (retryStatus).
-	statusRetry workqueue.TypedRateLimiter[string]
+	statusRetry *statusBackoff
 	// unsaid is, per pool (namespace/name), a change its last status write
 	// failed to say: the retry, which changes nothing itself, says it.
-	unsaid map[string]unsaidChange
+	unsaid *clusterMap[unsaidChange]
 	// written is the last status this controller wrote per pool (namespace/name),
 	// with the resourceVersion the write returned: the cache may not show it yet.
-	written map[string]writtenStatus
+	written *clusterMap[writtenStatus]
+	// memories are Metrics and the fields above, each registered once (init):
+	// forget forgets a cluster in every one (forget.go).
+	memories []clusterMemory
 }
 
 // now is the time on the reconciler's clock (Options.Clock).
@@ -97,38 +96,27 @@ func (r *Reconciler) now() time.Time {
 }
 
 func (r *Reconciler) init() {
-	if r.contested == nil {
-		r.contested = newContestTracker(r.Opts.ContestedThreshold, r.Opts.ContestedWindow, r.now)
+	if r.memories != nil {
+		return
 	}
-	if r.denials == nil {
-		r.denials = newDenialTracker(r.Opts.DeniedRetry, r.now)
+	r.contested = newContestTracker(r.Opts.ContestedThreshold, r.Opts.ContestedWindow, r.now)
+	r.denials = newDenialTracker(r.Opts.DeniedRetry, r.now)
+	r.pacer = newPacer()
+	r.nodes = newNodeMemory(r.Opts.NodeSettle, r.now)
+	r.outages = &outageWriter{outageTracker: newOutageTracker(r.Opts.OutageProbeInterval, r.now),
+		next: plainWriter{limit: r.Opts.WritesPerCluster}, metrics: r.Metrics}
+	r.propagation = newPropagationClock()
+	most := r.Opts.OutageProbeInterval
+	if most <= 0 {
+		most = r.Opts.RetryCap
 	}
-	if r.pacer == nil {
-		r.pacer = newPacer()
-	}
-	if r.nodes == nil {
-		r.nodes = newNodeMemory(r.Opts.NodeSettle, r.now)
-	}
-	if r.outages == nil {
-		r.outages = &outageWriter{outageTracker: newOutageTracker(r.Opts.OutageProbeInterval, r.now),
-			next: plainWriter{limit: r.Opts.WritesPerCluster}, metrics: r.Metrics}
-	}
-	if r.propagation == nil {
-		r.propagation = newPropagationClock()
-	}
-	if r.statusRetry == nil {
-		most := r.Opts.OutageProbeInterval
-		if most <= 0 {
-			most = r.Opts.RetryCap
-		}
-		r.statusRetry = workqueue.NewTypedItemExponentialFailureRateLimiter[string](r.Opts.RetryBase, max(r.Opts.RetryBase, most))
-	}
-	if r.lastPools == nil {
-		r.lastPools = map[string]map[string]bool{}
-		r.written = map[string]writtenStatus{}
-		r.unsaid = map[string]unsaidChange{}
-		r.lastConn = map[string]remote.Reason{}
-	}
+	r.statusRetry = &statusBackoff{workqueue.NewTypedItemExponentialFailureRateLimiter[string](r.Opts.RetryBase, max(r.Opts.RetryBase, most))}
+	r.lastPools = perCluster[map[string]bool]()
+	r.written = perPool[writtenStatus]()
+	r.unsaid = perPool[unsaidChange]()
+	r.lastConn = perCluster[remote.Reason]()
+	r.memories = []clusterMemory{r.Metrics, r.contested, r.denials, r.pacer, r.nodes, r.propagation, r.outages,
+		r.statusRetry, r.lastPools, r.written, r.unsaid, r.lastConn}
 }
 
 // Reconcile reads the hub and the spoke, plans, then writes.
@@ -152,13 +140,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	cd := &hivev1.ClusterDeployment{}
 	if err := r.Hub.Get(ctx, key, cd); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forgetCluster(key)
+			r.forget(key)
 			return reconcile.Result{}, r.reportOrphans(ctx, key)
 		}
 		return reconcile.Result{}, fmt.Errorf("get ClusterDeployment: %w", err)
 	}
 	if !cd.DeletionTimestamp.IsZero() {
-		r.forgetCluster(key)
+		r.forget(key)
 		return reconcile.Result{}, nil
 	}
 	pools, err := r.listPools(ctx, cd)
@@ -567,28 +555,6 @@ func (r *Reconciler) listPools(ctx context.Context, cd *hivev1.ClusterDeployment
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	return list.Items, nil
-}
-
-func (r *Reconciler) forgetCluster(key types.NamespacedName) {
-	ck := key.String()
-	r.Spokes.Forget(key)
-	r.Metrics.ForgetCluster(ck)
-	r.contested.forget(ck)
-	r.denials.forget(ck)
-	r.pacer.forget(ck)
-	r.nodes.forget(ck)
-	r.propagation.forget(key.Namespace + "/")
-	if r.outages.forget(ck) {
-		r.Metrics.WriteOutages.Dec()
-	}
-	r.statusRetry.Forget(ck)
-	inNamespace := func(k string) bool { ns, _, _ := strings.Cut(k, "/"); return ns == key.Namespace }
-	r.mu.Lock()
-	delete(r.lastPools, ck)
-	maps.DeleteFunc(r.written, func(k string, _ writtenStatus) bool { return inNamespace(k) })
-	maps.DeleteFunc(r.unsaid, func(k string, _ unsaidChange) bool { return inNamespace(k) })
-	delete(r.lastConn, ck)
-	r.mu.Unlock()
 }
 
 // jitter spreads resyncs over ±10% of d.

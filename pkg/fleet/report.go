@@ -40,10 +40,7 @@ func (r *Reconciler) reportRollout(mp *hivev1.MachinePool, ck string, ro *Rollou
 // connection reason changes to an error or back to connected.
 func (r *Reconciler) noteConnection(cd *hivev1.ClusterDeployment, st remote.Status) {
 	ck := clusterKey(cd.Namespace, cd.Name)
-	r.mu.Lock()
-	prev, seen := r.lastConn[ck]
-	r.lastConn[ck] = st.Reason
-	r.mu.Unlock()
+	prev, seen := r.lastConn.swap(ck, st.Reason)
 	if seen && prev == st.Reason {
 		return
 	}
@@ -169,15 +166,12 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 		}
 	}
 
-	r.mu.Lock()
-	prev := r.lastPools[ck]
-	r.lastPools[ck] = seen
-	r.mu.Unlock()
+	prev, _ := r.lastPools.swap(ck, seen)
 	for p := range prev {
 		if !seen[p] {
 			r.Metrics.ForgetPool(ck, p)
 			r.pacer.forgetPool(ck, p)
-			r.propagation.forget(cd.Namespace + "/" + p)
+			r.propagation.forgetPool(cd.Namespace + "/" + p)
 		}
 	}
 	return errors.Join(failed...)

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -36,20 +37,16 @@ import (
 func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st v1alpha1.MachinePoolSyncStatus, changed bool, now metav1.Time, syncStart time.Time) (_ bool, err error) {
 	key := mp.Namespace + "/" + mp.Name
 	changedAt := now
-	r.mu.Lock()
-	if u, ok := r.unsaid[key]; ok && !changed && u.uid == mp.UID {
+	if u, ok := r.unsaid.get(key); ok && !changed && u.uid == mp.UID {
 		// A change whose status write failed: said now, with its own time and
 		// the objects its sync patched. Not by a pool made again under its name.
 		changed, changedAt, st.Patched = true, u.at, u.patched
 	}
-	r.mu.Unlock()
 	defer func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
 		if err == nil {
-			delete(r.unsaid, key)
+			r.unsaid.delete(key)
 		} else if changed {
-			r.unsaid[key] = unsaidChange{at: changedAt, patched: st.Patched, uid: mp.UID}
+			r.unsaid.set(key, unsaidChange{at: changedAt, patched: st.Patched, uid: mp.UID})
 		}
 	}()
 	cur := &v1alpha1.MachinePoolSync{}
@@ -81,9 +78,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		return false, err
 	}
 	old := cur.Status
-	r.mu.Lock()
-	last, wrote := r.written[key]
-	r.mu.Unlock()
+	last, wrote := r.written.get(key)
 	if wrote && last.resourceVersion != cur.ResourceVersion && !created && !live {
 		// The cache has not caught up with our last write yet: compare with what
 		// that write said, so a lagging cache costs no second write.
@@ -119,9 +114,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		// not cost a conflict and a retry.
 		return false, fmt.Errorf("patch status: %w", err)
 	}
-	r.mu.Lock()
-	r.written[key] = writtenStatus{status: cur.Status, resourceVersion: cur.ResourceVersion}
-	r.mu.Unlock()
+	r.written.set(key, writtenStatus{status: cur.Status, resourceVersion: cur.ResourceVersion})
 	// Timed once the status says it: a failed write leaves the clock running.
 	r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 	return true, nil
@@ -216,6 +209,14 @@ func (r *Reconciler) retryStatus(ctx context.Context, cluster string, err error,
 	}
 	return after, nextErr
 }
+
+// statusBackoff spaces the retries of a cluster's status writes that failed
+// transiently (retryStatus).
+type statusBackoff struct {
+	workqueue.TypedRateLimiter[string]
+}
+
+func (b *statusBackoff) forget(c types.NamespacedName) { b.Forget(c.String()) }
 
 // anyTransient reports whether any of the errors joined in err is one a retry
 // may fix (see nmsync.IsDenied).
