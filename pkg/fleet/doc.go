@@ -40,11 +40,12 @@
 //     target is held after a contest.
 //  5. write: for every target of every pool, the Machine, then its Node
 //     (pkg/sync's Applier: one merge patch each, only if it differs), at most
-//     WritesPerCluster targets at a time.
+//     WritesPerCluster targets at a time (plainWriter), or, in a write
+//     outage, one probe first (outageWriter, which wraps it: outage.go).
 //  6. remember: denials, contests and Node writes for the next reconcile, with
 //     Events when a hold starts; rollout Events.
-//  7. report: each pool's MachinePoolSync (only if what it says changed),
-//     Events, metrics.
+//  7. report: each pool's counters and gauges, then its MachinePoolSync (only
+//     if what it says changed), then its Events (their reasons: reasons.go).
 //
 // # Paced NoExecute taints
 //
@@ -102,4 +103,17 @@
 // A MachinePoolSync status write that fails is retried on the cluster's own
 // status backoff, RetryBase doubling to OutageProbeInterval, or, when the hub
 // refused it (400, 403, 422), on the rate limiter's (retryStatus).
+//
+// # What is kept per cluster
+//
+// Between syncs the reconciler remembers, per cluster or per pool, what its
+// writes taught it: denials and contests, paced rollouts, nodelink's
+// copy-backs, write outages, the propagation clocks, the status backoff,
+// what its last statuses said, the last connection reason, and the
+// cluster's metric series. Each is a clusterMemory, registered once in
+// init; when a ClusterDeployment is deleted or gone, forget drops its spoke
+// connection and forgets it in every one (forget.go). What is kept per pool
+// goes with every pool of the cluster's namespace. A test finds the
+// reconciler's fields by reflection, so a memory that is not registered
+// fails it.
 package fleet
