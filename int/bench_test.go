@@ -1,7 +1,6 @@
 package int_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,8 +16,7 @@ import (
 // that goals are met: that is the benchmark's job, at its real sizes.
 func TestBenchPipeline(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 10*time.Minute)
 	bin := filepath.Join(t.TempDir(), "bench")
 	if out, err := goBuild(bin, "../hack/bench"); err != nil {
 		t.Fatalf("go build ./hack/bench: %v\n%s", err, out)

@@ -176,8 +176,7 @@ func driftRows(t *testing.T, ctx context.Context, f *localfleet.Fleet) []fleet.D
 
 func TestDriftCommand(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 2)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 2)
@@ -221,8 +220,7 @@ func TestDriftCommand(t *testing.T) {
 
 func TestBinarySurvivesSIGKILLMidRollout(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 20)

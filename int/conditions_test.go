@@ -2,7 +2,6 @@ package int_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -116,8 +115,7 @@ func (r *recipeRun) result(t *testing.T, timeout time.Duration) (time.Duration, 
 func TestKubectlWaitRecipe(t *testing.T) {
 	t.Parallel()
 	kubectl := kubectlBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)

@@ -142,8 +142,7 @@ func addInfraPool(t *testing.T, ctx context.Context, s *localfleet.Spoke, replic
 
 func TestControllerEndToEnd(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 6*time.Minute)
 	f := startFleet(t, ctx, 3)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 3)
@@ -266,8 +265,7 @@ func TestControllerEndToEnd(t *testing.T) {
 
 func TestControllerDryRunWritesNothing(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
@@ -440,8 +438,7 @@ func ownedAnnotations(in map[string]string) map[string]string {
 // refuse it.
 func TestNeverWrittenStatusIsWrittenWhole(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 0)

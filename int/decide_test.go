@@ -23,8 +23,7 @@ import (
 // (fleet.Decide) and one planner.
 func TestDriftDryRunAndControllerAgree(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 3)
 	hub := f.Hub.Client
 	drifted, mixed, paused := f.Spokes()[0], f.Spokes()[1], f.Spokes()[2]
@@ -48,10 +47,11 @@ func TestDriftDryRunAndControllerAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx) // the test's context is done when cleanups run
 		mp := &hivev1.MachinePool{}
-		if hub.Get(context.Background(), client.ObjectKeyFromObject(gpu), mp) == nil {
+		if hub.Get(ctx, client.ObjectKeyFromObject(gpu), mp) == nil {
 			mp.Finalizers = nil
-			_ = hub.Update(context.Background(), mp)
+			_ = hub.Update(ctx, mp)
 		}
 	})
 	if err := hub.Delete(ctx, gpu); err != nil {

@@ -83,8 +83,7 @@ func assertNothingLost(t *testing.T, ctx context.Context, s *localfleet.Spoke, b
 
 func TestFaultSpokeKilledMidRollout(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 2)
 	s, other := f.Spokes()[0], f.Spokes()[1]
 	addInfraPool(t, ctx, s, 20)
@@ -116,8 +115,7 @@ func TestFaultSpokeKilledMidRollout(t *testing.T) {
 
 func TestFaultSlowSpoke(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 2)
 	s, other := f.Spokes()[0], f.Spokes()[1]
 	addInfraPool(t, ctx, s, 6)
@@ -142,8 +140,7 @@ func TestFaultSlowSpoke(t *testing.T) {
 
 func TestFaultHubRestart(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)
@@ -169,8 +166,7 @@ func generation(ctx context.Context, t *testing.T, f *localfleet.Fleet, s *local
 
 func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)
@@ -233,8 +229,7 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 
 func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 6*time.Minute)
 	f := startFleet(t, ctx, 2)
 	s, other := f.Spokes()[0], f.Spokes()[1]
 	addInfraPool(t, ctx, s, 2)

@@ -1,7 +1,6 @@
 package int_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -21,8 +20,7 @@ import (
 // its own: the Lease name is the only thing the shard flags change here).
 func TestLeaderElectionSettingsRunBothReplicas(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 0)
 	kc := controllerKubeconfig(t, ctx, f)
 	settings := []struct {

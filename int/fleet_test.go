@@ -50,8 +50,7 @@ func spokeClientFromHub(t *testing.T, ctx context.Context, f *localfleet.Fleet, 
 
 func TestFleetLayout(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 2)
 
 	for _, s := range f.Spokes() {
@@ -109,8 +108,7 @@ func TestFleetLayout(t *testing.T) {
 
 func TestCredentialRevokeAndRotate(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 
@@ -130,8 +128,7 @@ func TestCredentialRevokeAndRotate(t *testing.T) {
 
 func TestSpokeRestartKeepsAddressAndCA(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	c := spokeClientFromHub(t, ctx, f, s.Key())
@@ -149,8 +146,7 @@ func TestSpokeRestartKeepsAddressAndCA(t *testing.T) {
 
 func TestAuditLogRecordsHubCredential(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	c := spokeClientFromHub(t, ctx, f, s.Key())

@@ -18,6 +18,15 @@ import (
 // (docs/tests.md).
 const controlPlaneGOGC = "400"
 
+// testContext is the test's context, t.Context(), with a deadline: done when
+// the timeout passes or the test ends, before its cleanups run (a cleanup
+// that needs a context takes context.WithoutCancel of it).
+func testContext(t *testing.T, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // startFleet starts a hub and n spokes with audit logs, stopped at cleanup.
 func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 	t.Helper()

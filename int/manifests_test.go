@@ -63,8 +63,7 @@ var wantLeaderElectionRole = map[string][]string{
 // metrics the controller exports.
 func TestManifests(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 0)
 
 	if _, err := envtest.InstallCRDs(f.Hub.Config, envtest.CRDInstallOptions{

@@ -129,8 +129,7 @@ func TestBesideNodelink(t *testing.T) {
 }
 
 func besideNodelink(t *testing.T, lag time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 8*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 5)

@@ -227,8 +227,7 @@ func hasRolloutEvents(ctx context.Context, f *localfleet.Fleet, s *localfleet.Sp
 // pacing annotation is refused and writes nothing.
 func TestNoExecutePacedRollout(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addPacedPool(t, ctx, s)
@@ -364,8 +363,7 @@ func closedWindow(now time.Time) string {
 // after the last write of the batch before.
 func TestNoExecuteIntervalRunsFromLandedWrites(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addPacedPool(t, ctx, s)
@@ -381,7 +379,7 @@ func TestNoExecuteIntervalRunsFromLandedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = wh.Close(context.Background()) })
+	t.Cleanup(func() { _ = wh.Close(context.WithoutCancel(ctx)) }) // the test's context is done when cleanups run
 	skip := auditLines(t, s)
 
 	setGPUTaint(t, ctx, s, "true")
@@ -405,8 +403,7 @@ func TestNoExecuteIntervalRunsFromLandedWrites(t *testing.T) {
 // nothing is lost, and the rollout completes.
 func TestNoExecutePacingAcrossLeaderChangeAndRestart(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addPacedPool(t, ctx, s)

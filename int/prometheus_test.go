@@ -2,7 +2,6 @@ package int_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -674,8 +673,7 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 	}
 
 	d := loadDashboard(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 
 	// The fleet: one spoke to drift, one to black-hole, one with a refused pool.
 	f := startFleet(t, ctx, 3)

@@ -45,8 +45,7 @@ func poolReason(ctx context.Context, hub client.Client, s *localfleet.Spoke) (st
 
 func TestUnreachableAndBlackHoledSpokesDoNotHoldOthers(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 3)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 2)
@@ -128,8 +127,7 @@ func badKubeconfig(t *testing.T, ctx context.Context, s *localfleet.Spoke, mutat
 
 func TestBadKubeconfigSecrets(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 6*time.Minute)
 	f := startFleet(t, ctx, 2)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 2)
@@ -246,8 +244,7 @@ func TestConnectDisconnectCyclesDoNotLeak(t *testing.T) {
 	if runIsolated(t) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
@@ -342,8 +339,7 @@ func TestConnectListsThenWatchesEachKind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
+			ctx := testContext(t, 3*time.Minute)
 			f := startFleetWith(t, ctx, 1, func(o *localfleet.Options) { o.SpokeArgs = tc.args })
 			s := f.Spokes()[0]
 			addInfraPool(t, ctx, s, 3)

@@ -1,7 +1,6 @@
 package int_test
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -85,8 +84,7 @@ func isLeader(p *controllerProcess) bool {
 
 func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 20)
@@ -135,8 +133,7 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 
 func TestShardsWriteDisjointClusters(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 4)
 	// Each shard must own a cluster, or the test would prove nothing of it:
 	// spoke names vary with the tests run before, so add spokes until both do.
@@ -189,8 +186,7 @@ func TestShardsWriteDisjointClusters(t *testing.T) {
 // A cluster paused on the hub is left alone by the standby as by the leader.
 func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 2)
 	s, paused := f.Spokes()[0], f.Spokes()[1]
 	addInfraPool(t, ctx, s, 2)
@@ -274,8 +270,7 @@ func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *test
 // the Lease up.
 func TestFrozenLeaderWritesNothingWhenItWakes(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 4)

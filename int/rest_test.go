@@ -89,8 +89,7 @@ func spokeVerbsSince(t *testing.T, s *localfleet.Spoke, offset int) map[string]i
 // and neither a spoke nor the hub sees a request other than a watch.
 func TestFleetAtRestSendsOnlyWatches(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 2)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 2)
@@ -133,8 +132,7 @@ func TestFleetAtRestSendsOnlyWatches(t *testing.T) {
 // cluster's kubeconfig Secret once and writes nothing to the hub.
 func TestRestartRewritesNothing(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 3)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 2)
@@ -202,8 +200,7 @@ func TestRestartRewritesNothing(t *testing.T) {
 // at once, with the pool change made meanwhile delivered: no resync needed.
 func TestKubeconfigSecretDeletedRestoredAndFixed(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
@@ -265,8 +262,7 @@ func TestKubeconfigSecretDeletedRestoredAndFixed(t *testing.T) {
 // once it is back.
 func TestDeadSpokeDetectedWithoutPolling(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 6*time.Minute)
 	f := startFleet(t, ctx, 4)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 1)
@@ -373,8 +369,7 @@ const tokenCacheTTL = 11 * time.Second
 // pool says Unauthorized. A rotated Secret then brings it back.
 func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 1)
@@ -417,8 +412,7 @@ func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
 // a Node, kept in the record's interned taint list, is written back with its timeAdded as it was.
 func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)

@@ -46,8 +46,7 @@ func hubPatches(t *testing.T, s *localfleet.Spoke, offset int) (all, failed int,
 // ends up written once more than its failed attempts.
 func TestTransientWriteFailuresAreRetried(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	const replicas = 5
@@ -62,7 +61,7 @@ func TestTransientWriteFailuresAreRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = hook.Close(context.Background()) }()
+	defer func() { _ = hook.Close(context.WithoutCancel(ctx)) }() // closed even if the test's deadline has passed
 	offset := auditLines(t, s)
 
 	const fault = 30 * time.Second
@@ -112,8 +111,7 @@ func TestWriteOutage20s(t *testing.T) {
 }
 
 func testWriteOutage(t *testing.T, outage time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), outage+4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, outage+4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	const replicas = 5
@@ -131,7 +129,7 @@ func testWriteOutage(t *testing.T, outage time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = hook.Close(context.Background()) }()
+	defer func() { _ = hook.Close(context.WithoutCancel(ctx)) }() // closed even if the test's deadline has passed
 	offset := auditLines(t, s)
 
 	start := time.Now()
@@ -224,8 +222,7 @@ func machinesHoldLabel(ctx context.Context, s *localfleet.Spoke, k, v string) bo
 // converges on the next slow retry.
 func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)
@@ -245,7 +242,7 @@ func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = hook.Close(context.Background()) }()
+	defer func() { _ = hook.Close(context.WithoutCancel(ctx)) }() // closed even if the test's deadline has passed
 	offset := auditLines(t, s)
 
 	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels["example.com/policy"] = "1" }); err != nil {
@@ -340,8 +337,7 @@ func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
 // cluster back: its resync is an hour away, and its spoke is in sync.
 func TestFailedStatusWritesAreRetried(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
@@ -393,8 +389,7 @@ func TestFailedStatusWritesAreRetried(t *testing.T) {
 // test sees it reached.
 func TestRefusedStatusWritesBackOff(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 3*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	const replicas = 2

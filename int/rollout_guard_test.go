@@ -65,8 +65,7 @@ func firstWriteAfter(t *testing.T, ctx context.Context, s *localfleet.Spoke, ski
 // Status, Events, the pending metric and the drift report say why each waits.
 func TestNoExecuteRolloutGuards(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 2)
 	sick, windowed := f.Spokes()[0], f.Spokes()[1]
 	const interval = 2 * time.Second

@@ -1,7 +1,6 @@
 package int_test
 
 import (
-	"context"
 	"encoding/base64"
 	"strings"
 	"testing"
@@ -22,8 +21,7 @@ import (
 // token, key or certificate it was given.
 func TestNoCredentialMaterialInLogsOrEvents(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)

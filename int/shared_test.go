@@ -28,8 +28,7 @@ import (
 // from the template, and an admin labels one Node by hand.
 func TestSharedItemsStayWhenThePoolDropsThem(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 5*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	const (

@@ -103,8 +103,7 @@ func snapshotForeign(t *testing.T, ctx context.Context, s *localfleet.Spoke, poo
 
 func TestSyncAddChangeRemove(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	if _, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "infra").
@@ -203,8 +202,7 @@ func assertTaint(t *testing.T, what string, taints []corev1.Taint, key, value st
 
 func TestSyncWithConcurrentWriter(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	if _, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "gpu").WithReplicas(6)); err != nil {
@@ -304,8 +302,7 @@ func TestSyncWithConcurrentWriter(t *testing.T) {
 
 func TestSyncCrashBetweenMachineAndNode(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 4*time.Minute)
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	if _, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "infra").

@@ -27,8 +27,7 @@ import (
 // TestSpokeVersionsWatchExpiry.
 func TestSpokeVersionsCoreScenarios(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 10*time.Minute)
 	versions := spokeVersions(t)
 	f := startVersionFleet(t, ctx, versions)
 	for _, s := range f.Spokes() {
@@ -178,8 +177,7 @@ func coreScenarios(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *lo
 // compacted); each kind is listed again, and the cluster carries on.
 func TestSpokeVersionsWatchExpiry(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := testContext(t, 6*time.Minute)
 	versions := spokeVersions(t)
 	f := startVersionFleetWith(t, ctx, versions, func(o *localfleet.Options) {
 		o.SpokeArgs = map[string]string{"watch-cache": "false", "etcd-compaction-interval": "1s"}
