@@ -112,24 +112,6 @@ func waitInSync(t *testing.T, ctx context.Context, f *localfleet.Fleet, s *local
 	waitFor(t, s.Name+" infra InSync", timeout, func() bool { p, _ := poolReason(ctx, f.Hub.Client, s); return p == v1alpha1.PhaseInSync })
 }
 
-// waitFor polls cond every 100ms and reports how long it took.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	d := time.Since(start)
-	if what != "" {
-		t.Logf("%s: %s", what, d.Round(time.Millisecond))
-	}
-	return d
-}
-
 func addInfraPool(t *testing.T, ctx context.Context, s *localfleet.Spoke, replicas int) {
 	t.Helper()
 	if _, err := s.AddPool(ctx, localfleet.NewMachinePool(s.Name, s.Name, "infra").

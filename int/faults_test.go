@@ -353,18 +353,14 @@ func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 		// The status is written after the patches the wait above sees: wait for the one of
 		// this generation.
 		var st *v1alpha1.MachinePoolSync
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var err error
+		var err error
+		var gen int64
+		if _, ok := poll(ctx, pollInterval, 10*time.Second, func() bool {
 			st, err = badStatus()
-			gen := poolGeneration(ctx, f, s, "bad")
-			if err == nil && st.Status.ObservedGeneration == gen && st.Status.Phase == v1alpha1.PhaseInSync && strings.Contains(st.Status.Message, "machine.openshift.io/cluster-api-machineset") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("status of generation %d does not name the ignored key: %v %+v", gen, err, st)
-			}
-			time.Sleep(100 * time.Millisecond)
+			gen = poolGeneration(ctx, f, s, "bad")
+			return err == nil && st.Status.ObservedGeneration == gen && st.Status.Phase == v1alpha1.PhaseInSync && strings.Contains(st.Status.Message, "machine.openshift.io/cluster-api-machineset")
+		}); !ok {
+			t.Fatalf("status of generation %d does not name the ignored key: %v %+v", gen, err, st)
 		}
 		if !hasEvent(ctx, f.Hub.Client, s.Name, s.Name+"-bad", fleet.EventPoolWarning) {
 			t.Errorf("no %s Event on the MachinePool", fleet.EventPoolWarning)

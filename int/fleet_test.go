@@ -119,7 +119,7 @@ func TestCredentialRevokeAndRotate(t *testing.T) {
 	if err := s.RotateCredential(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() bool { return old.List(ctx, &corev1.NodeList{}) != nil })
+	waitFor(t, "the old credential refused", 30*time.Second, func() bool { return old.List(ctx, &corev1.NodeList{}) != nil })
 	fresh := spokeClientFromHub(t, ctx, f, s.Key())
 	if err := fresh.List(ctx, &corev1.NodeList{}); err != nil {
 		t.Fatalf("after rotation, the new credential fails: %v", err)
@@ -141,7 +141,7 @@ func TestSpokeRestartKeepsAddressAndCA(t *testing.T) {
 	if err := s.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() bool { return c.List(ctx, &corev1.NodeList{}) == nil })
+	waitFor(t, "the restarted spoke answers at its address, with its CA", 30*time.Second, func() bool { return c.List(ctx, &corev1.NodeList{}) == nil })
 }
 
 func TestAuditLogRecordsHubCredential(t *testing.T) {

@@ -62,14 +62,43 @@ func startFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*local
 	return f
 }
 
-// eventually polls cond every 100ms until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
+// pollInterval is how often waitFor tries its condition.
+const pollInterval = 100 * time.Millisecond
+
+// poll is int/'s one poller: it calls cond every interval until cond holds,
+// timeout passes or ctx is done, and returns how long it waited and whether
+// cond held. Its last try may come up to an interval after the timeout. A
+// wait that must not stop the test (in a goroutine, or one whose misses are
+// counted) calls it; the others call waitFor.
+func poll(ctx context.Context, interval, timeout time.Duration, cond func() bool) (time.Duration, bool) {
+	start := time.Now()
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
+		if time.Since(start) > timeout || ctx.Err() != nil {
+			return time.Since(start), false
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval):
+		}
 	}
+	return time.Since(start), true
+}
+
+// waitFor polls cond every pollInterval and stops the test if it does not
+// hold within timeout. It returns how long cond took to hold, and logs it
+// under what ("" logs nothing). It waits on the test's own goroutine, not in
+// a cleanup (t.Context() is done by then).
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	d, ok := poll(t.Context(), pollInterval, timeout, cond)
+	if !ok {
+		if what == "" {
+			what = "condition"
+		}
+		t.Fatalf("%s: not within %s", what, timeout)
+	}
+	if what != "" {
+		t.Logf("%s: %s", what, d.Round(time.Millisecond))
+	}
+	return d
 }

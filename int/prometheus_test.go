@@ -421,23 +421,24 @@ func (ps *promServer) labelValues(selector, label string) ([]string, error) {
 	return out, err
 }
 
+// promPoll is how often the tests query Prometheus, which scrapes and
+// evaluates every second.
+const promPoll = 250 * time.Millisecond
+
 // waitQuery polls expr until cond holds.
 func (ps *promServer) waitQuery(t *testing.T, what string, timeout time.Duration, expr string, cond func([]promSample) bool) []promSample {
 	t.Helper()
 	var last []promSample
 	var lastErr error
-	start := time.Now()
-	for {
+	took, ok := poll(t.Context(), promPoll, timeout, func() bool {
 		last, lastErr = ps.query(expr)
-		if lastErr == nil && cond(last) {
-			t.Logf("%s: %s (%s)", what, samplesString(last), time.Since(start).Round(time.Millisecond))
-			return last
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %s\nquery: %s\nlast result: %s (error %v)", what, timeout, expr, samplesString(last), lastErr)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return lastErr == nil && cond(last)
+	})
+	if !ok {
+		t.Fatalf("%s: not within %s\nquery: %s\nlast result: %s (error %v)", what, timeout, expr, samplesString(last), lastErr)
 	}
+	t.Logf("%s: %s (%s)", what, samplesString(last), took.Round(time.Millisecond))
+	return last
 }
 
 func alertsExpr(alert, state string) string {
@@ -715,8 +716,7 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 		} `json:"groups"`
 	}
 	var ruleStates []string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if _, ok := poll(ctx, promPoll, 10*time.Second, func() bool {
 		ruleStates = nil
 		if err := ps.get("/api/v1/rules", url.Values{}, &rulesData); err != nil {
 			t.Fatalf("rules API: %v", err)
@@ -730,13 +730,9 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 				}
 			}
 		}
-		if healthy == len(alerts) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus has not evaluated the %d alerts of the rule without error: %v", len(alerts), ruleStates)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return healthy == len(alerts)
+	}); !ok {
+		t.Fatalf("Prometheus has not evaluated the %d alerts of the rule without error: %v", len(alerts), ruleStates)
 	}
 	t.Logf("Prometheus evaluates the rule: %v", ruleStates)
 
