@@ -141,6 +141,21 @@ func startBinary(t *testing.T, kubeconfig string, extra ...string) *controllerPr
 	return p
 }
 
+// signal sends the process sig, and stops the test if it cannot.
+func (p *controllerProcess) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kill SIGKILLs the process and waits for it to go.
+func kill(t *testing.T, p *controllerProcess) {
+	t.Helper()
+	p.signal(t, syscall.SIGKILL)
+	_, _ = p.cmd.Process.Wait()
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {
@@ -226,22 +241,9 @@ func TestBinarySurvivesSIGKILLMidRollout(t *testing.T) {
 	addInfraPool(t, ctx, s, 20)
 	kc := controllerKubeconfig(t, ctx, f)
 	p := startBinary(t, kc, slowFlags...)
-	waitInSync(t, ctx, f, s, 2*time.Minute)
-	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
-	skip := auditLines(t, s)
-
-	startRollout(t, ctx, s)
-	waitFor(t, "rollout under way", time.Minute, func() bool { return rolledOutCount(ctx, s) >= 2 })
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = p.cmd.Process.Wait()
-	t.Logf("killed with %d of 20 Nodes rolled out", rolledOutCount(ctx, s))
-
+	r := beforeRollout(t, ctx, f, s, 20)
+	r.interrupt(t, ctx, "killed", func() { kill(t, p) })
 	startBinary(t, kc)
-	waitFor(t, "rollout completes after restart", 2*time.Minute, func() bool { return rolledOutCount(ctx, s) == 20 })
-	assertNothingLost(t, ctx, s, before)
-	if n := patchesSince(t, s, skip); n > 44 {
-		t.Errorf("%d patches for 40 drifted objects across the kill, want <= 1.1x", n)
-	}
+	r.completes(t, ctx, "rollout completes after restart")
+	r.checkPatches(t)
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -433,14 +432,6 @@ func TestNoExecutePacingAcrossLeaderChangeAndRestart(t *testing.T) {
 	if after := snapshotForeign(t, ctx, s, "infra", pacedKeys); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("labels or taints of others changed:\nbefore %v\nafter  %v", before, after)
 	}
-}
-
-func kill(t *testing.T, p *controllerProcess) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = p.cmd.Process.Wait()
 }
 
 func metricLine(metrics, name string) string {

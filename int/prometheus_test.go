@@ -810,8 +810,7 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 		if screenshot != "" {
 			time.Sleep(15 * time.Second) // a plateau worth drawing
 		}
-		_ = dry.cmd.Process.Kill()
-		_, _ = dry.cmd.Process.Wait()
+		kill(t, dry)
 	})
 	if t.Failed() {
 		return
@@ -999,8 +998,7 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 		checkAll(t, ps, d, alerts, all, "no leader", hadData)
 
 		for _, p := range []*controllerProcess{ctrl, standby} {
-			_ = p.cmd.Process.Kill()
-			_, _ = p.cmd.Process.Wait()
+			kill(t, p)
 		}
 		ps.waitAlert(t, "HubNodeMetadataControllerDown", "pending", map[string]string{"namespace": monitoringNamespace, "severity": "critical"}, 15*time.Second)
 		checkAll(t, ps, d, alerts, all, "down", hadData)

@@ -90,19 +90,10 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 	addInfraPool(t, ctx, s, 20)
 	kc := controllerKubeconfig(t, ctx, f)
 	leader, follower := startPair(t, kc, append(append([]string{}, slowFlags...), leaseFlags...)...)
-	waitInSync(t, ctx, f, s, 2*time.Minute)
-	before := snapshotForeign(t, ctx, s, "infra", rolloutKeys)
-	skip := auditLines(t, s)
-
-	startRollout(t, ctx, s)
-	waitFor(t, "rollout under way", time.Minute, func() bool { return rolledOutCount(ctx, s) >= 2 })
-	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = leader.cmd.Process.Wait()
-	killed := time.Now()
-	t.Logf("leader killed with %d of 20 Nodes rolled out", rolledOutCount(ctx, s))
-	waitFor(t, "the other replica takes over and completes the rollout", 2*time.Minute, func() bool { return rolledOutCount(ctx, s) == 20 })
+	r := beforeRollout(t, ctx, f, s, 20)
+	var killed time.Time
+	r.interrupt(t, ctx, "leader killed", func() { kill(t, leader); killed = time.Now() })
+	r.completes(t, ctx, "the other replica takes over and completes the rollout")
 	if !isLeader(follower) {
 		t.Error("the surviving replica does not report itself leader")
 	}
@@ -110,9 +101,8 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 	if got := warmups(t, follower); got != "1" {
 		t.Errorf("standby_warmups_total of the new leader: %s, want 1", got)
 	}
-	assertNothingLost(t, ctx, s, before)
 
-	writers := writersOf(t, s, skip)
+	writers := writersOf(t, s, r.skip)
 	leaderPid, followerPid := fmt.Sprint(leader.cmd.Process.Pid), fmt.Sprint(follower.cmd.Process.Pid)
 	for _, ts := range writers[followerPid] {
 		if ts.Before(killed) {
@@ -216,9 +206,7 @@ func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *test
 	cluster := regexp.QuoteMeta(s.Name + "/" + s.Name)
 	connected := regexp.MustCompile(`(?m)^hub_node_metadata_remote_connected\{cluster="` + cluster + `"\} 1$`)
 	series := regexp.MustCompile(`(?m)^hub_node_metadata_remote_connected\{cluster="` + cluster + `"\}`)
-	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	leader.signal(t, syscall.SIGSTOP)
 	frozen := time.Now()
 	waitFor(t, "the standby connects while the leader is frozen", 12500*time.Millisecond, func() bool {
 		m, err := follower.scrape()
@@ -226,9 +214,7 @@ func TestStandbyConnectsWhileTheLeaseRunsOutAndLetsGoWhenTheLeaderRenews(t *test
 	})
 	t.Logf("the standby connected %s after the leader froze", time.Since(frozen).Round(time.Millisecond))
 	time.Sleep(time.Until(frozen.Add(13 * time.Second)))
-	if err := leader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	leader.signal(t, syscall.SIGCONT)
 	waitFor(t, "the standby lets the cluster go once the leader renews", 30*time.Second, func() bool {
 		m, err := follower.scrape()
 		return err == nil && warmups(t, follower) == "1" && !series.MatchString(m)
@@ -307,9 +293,7 @@ func TestFrozenLeaderWritesNothingWhenItWakes(t *testing.T) {
 	})
 	firstBatch := time.Now()
 
-	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	leader.signal(t, syscall.SIGSTOP)
 	frozen := time.Now()
 	waitFor(t, "the other replica leads", time.Minute, func() bool { return isLeader(follower) })
 	t.Logf("the other replica leads %s after the leader froze", time.Since(frozen).Round(time.Millisecond))
@@ -321,9 +305,7 @@ func TestFrozenLeaderWritesNothingWhenItWakes(t *testing.T) {
 	// Frozen until its next batch is overdue: it wakes with a sync due at once,
 	// planned from caches that have not yet caught up with the edit.
 	time.Sleep(time.Until(firstBatch.Add(interval + 5*time.Second)))
-	if err := leader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	leader.signal(t, syscall.SIGCONT)
 	resumed := time.Now()
 	t.Logf("the leader was frozen %s", resumed.Sub(frozen).Round(time.Millisecond))
 	// Long enough for a woken leader's reconcilers to run on what they hold
