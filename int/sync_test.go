@@ -101,6 +101,29 @@ func snapshotForeign(t *testing.T, ctx context.Context, s *localfleet.Spoke, poo
 	return out
 }
 
+// foreign is what a pool's Nodes hold of labels and taints the pool does
+// not declare, noted before a change that must leave them alone.
+type foreign struct {
+	s        *localfleet.Spoke
+	pool     string
+	poolKeys map[string]bool
+	before   map[string]string
+}
+
+func noteForeign(t *testing.T, ctx context.Context, s *localfleet.Spoke, pool string, poolKeys map[string]bool) foreign {
+	t.Helper()
+	return foreign{s: s, pool: pool, poolKeys: poolKeys, before: snapshotForeign(t, ctx, s, pool, poolKeys)}
+}
+
+// assertKept checks that the pool's Nodes hold the same foreign labels and
+// taints as when they were noted.
+func (f foreign) assertKept(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if after := snapshotForeign(t, ctx, f.s, f.pool, f.poolKeys); fmt.Sprint(after) != fmt.Sprint(f.before) {
+		t.Errorf("labels or taints of others changed:\nbefore %v\nafter  %v", f.before, after)
+	}
+}
+
 func TestSyncAddChangeRemove(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 4*time.Minute)
@@ -115,7 +138,7 @@ func TestSyncAddChangeRemove(t *testing.T) {
 	}
 	spoke := spokeClientFromHub(t, ctx, f, s.Key())
 	poolKeys := map[string]bool{"node-role.kubernetes.io/infra": true, "example.com/tier": true, "example.com/zone-pin": true, "example.com/dedicated": true}
-	foreignBefore := snapshotForeign(t, ctx, s, "infra", poolKeys)
+	others := noteForeign(t, ctx, s, "infra", poolKeys)
 
 	// Pass 1 adopts what machine-api copied from the template at creation:
 	// one bookkeeping write per object, then nothing.
@@ -179,9 +202,7 @@ func TestSyncAddChangeRemove(t *testing.T) {
 		assertTaint(t, "Node "+n.Name, n.Spec.Taints, "node-role.kubernetes.io/infra", "dedicated", corev1.TaintEffectNoSchedule)
 		assertTaint(t, "Node "+n.Name, n.Spec.Taints, "example.com/dedicated", "true", corev1.TaintEffectNoExecute)
 	}
-	if after := snapshotForeign(t, ctx, s, "infra", poolKeys); fmt.Sprint(after) != fmt.Sprint(foreignBefore) {
-		t.Errorf("labels or taints of others changed:\nbefore %v\nafter  %v", foreignBefore, after)
-	}
+	others.assertKept(t, ctx)
 }
 
 func assertTaint(t *testing.T, what string, taints []corev1.Taint, key, value string, effect corev1.TaintEffect) {
