@@ -70,6 +70,18 @@ func startController(t *testing.T, ctx context.Context, cfg *rest.Config, opts f
 	return r
 }
 
+// startInSync runs the controller with opts as itself (startController,
+// controllerConfig) and waits, a minute each, until the infra pool of each
+// of spokes is InSync.
+func startInSync(t *testing.T, ctx context.Context, f *localfleet.Fleet, opts fleet.Options, spokes ...*localfleet.Spoke) *fleet.Reconciler {
+	t.Helper()
+	r := startController(t, ctx, controllerConfig(t, ctx, f), opts)
+	for _, s := range spokes {
+		waitInSync(t, ctx, f, s, time.Minute)
+	}
+	return r
+}
+
 // poolSync reads a pool's MachinePoolSync.
 func poolSync(ctx context.Context, c client.Client, s *localfleet.Spoke, pool string) (*v1alpha1.MachinePoolSync, error) {
 	st := &v1alpha1.MachinePoolSync{}

@@ -120,8 +120,7 @@ func TestDriftDryRunAndControllerAgree(t *testing.T) {
 	for _, s := range f.Spokes() {
 		offsets[s.Name] = auditLines(t, s)
 	}
-	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitInSync(t, ctx, f, drifted, time.Minute)
+	startInSync(t, ctx, f, testOptions(), drifted)
 	time.Sleep(2 * time.Second)
 	for _, s := range f.Spokes() {
 		want := 0

@@ -174,8 +174,7 @@ func TestFaultHubRestart(t *testing.T) {
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)
-	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, testOptions(), s)
 	if err := f.RestartHub(); err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +202,7 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 	opts := testOptions()
 	opts.ContestedThreshold = 3
 	opts.ContestedWindow = time.Minute
-	startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, opts, s)
 	nodes, _ := s.Nodes(ctx, "infra")
 	victim := nodes[0].Name
 	skip := auditLines(t, s)

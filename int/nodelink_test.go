@@ -145,8 +145,7 @@ func besideNodelink(t *testing.T, lag time.Duration) {
 		opts.NodeSettle = -1
 		t.Log("HUB_NODE_METADATA_NODELINK_UNGUARDED: --node-settle=-1 (no reclaim, no settle)")
 	}
-	startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, opts, s)
 	keys := map[string]bool{"node-role.kubernetes.io/infra": true, cycleLabel: true, "example.com/zone-pin": true}
 	others := noteForeign(t, ctx, s, "infra", keys)
 	skip := auditLines(t, s)

@@ -230,8 +230,7 @@ func TestNoExecutePacedRollout(t *testing.T) {
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addPacedPool(t, ctx, s)
-	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, testOptions(), s)
 	others := noteForeign(t, ctx, s, "infra", pacedKeys)
 	skip := auditLines(t, s)
 
@@ -364,8 +363,7 @@ func TestNoExecuteIntervalRunsFromLandedWrites(t *testing.T) {
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addPacedPool(t, ctx, s)
-	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, testOptions(), s)
 	const delay = 1500 * time.Millisecond
 	wh, err := s.StartWebhook(ctx, func(c localfleet.AdmissionCall) localfleet.Verdict {
 		if c.Resource == "nodes" {

@@ -55,10 +55,7 @@ func TestUnreachableAndBlackHoledSpokesDoNotHoldOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	for _, s := range f.Spokes() {
-		waitInSync(t, ctx, f, s, time.Minute)
-	}
+	r := startInSync(t, ctx, f, testOptions(), f.Spokes()...)
 
 	proxy.BlackHole(true)
 	if err := down.StopAPIServer(); err != nil {
@@ -133,8 +130,7 @@ func TestBadKubeconfigSecrets(t *testing.T) {
 		addInfraPool(t, ctx, s, 2)
 	}
 	good, bad := f.Spokes()[0], f.Spokes()[1]
-	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitInSync(t, ctx, f, bad, time.Minute)
+	startInSync(t, ctx, f, testOptions(), bad)
 	original, err := bad.HubKubeconfig(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -205,8 +205,7 @@ func TestKubeconfigSecretDeletedRestoredAndFixed(t *testing.T) {
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
 	opts := testOptions() // resync in an hour: only watches can explain a reaction
-	startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, opts, s)
 	hub := f.Hub.Client
 	key := types.NamespacedName{Namespace: s.Name, Name: s.SecretName()}
 	saved := &corev1.Secret{}
@@ -275,10 +274,7 @@ func TestDeadSpokeDetectedWithoutPolling(t *testing.T) {
 	opts := testOptions()
 	opts.Remote = fleet.Options{}.WithDefaults().Remote // shipped health settings
 	opts.Remote.BackoffBase, opts.Remote.BackoffCap = 200*time.Millisecond, 2*time.Second
-	startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	for _, s := range f.Spokes() {
-		waitInSync(t, ctx, f, s, time.Minute)
-	}
+	startInSync(t, ctx, f, opts, f.Spokes()...)
 	versionProbes := func() int {
 		n := 0
 		for _, s := range f.Spokes() {
@@ -375,8 +371,7 @@ func TestRevokedCredentialNoticedWithoutAWrite(t *testing.T) {
 	opts := testOptions()
 	opts.Remote = fleet.Options{}.WithDefaults().Remote // shipped health settings
 	opts.Remote.BackoffBase, opts.Remote.BackoffCap = 200*time.Millisecond, 2*time.Second
-	startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, opts, s)
 
 	if err := s.RevokeCredential(ctx); err != nil {
 		t.Fatal(err)
@@ -417,8 +412,7 @@ func TestQuietSpokeHeartbeatsCostNothingAndDriftIsStillRepaired(t *testing.T) {
 	addInfraPool(t, ctx, s, 3)
 	opts := testOptions()
 	opts.ResyncPeriod = 2 * time.Second
-	startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, opts, s)
 	// Another component's taint, with a timeAdded, on one Node: the record
 	// keeps it in the interned taint list, and the patches below must write it back as it is.
 	nodes, err := s.Nodes(ctx, "infra")

@@ -51,8 +51,7 @@ func TestTransientWriteFailuresAreRetried(t *testing.T) {
 	s := f.Spokes()[0]
 	const replicas = 5
 	addInfraPool(t, ctx, s, replicas)
-	startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitInSync(t, ctx, f, s, time.Minute)
+	startInSync(t, ctx, f, testOptions(), s)
 
 	var n atomic.Int64
 	hook, err := s.StartWebhook(ctx, func(localfleet.AdmissionCall) localfleet.Verdict {
@@ -117,9 +116,8 @@ func testWriteOutage(t *testing.T, outage time.Duration) {
 	const replicas = 5
 	addInfraPool(t, ctx, s, replicas)
 	opts := testOptions()
-	r := startController(t, ctx, controllerConfig(t, ctx, f), opts)
+	r := startInSync(t, ctx, f, opts, s)
 	interval := r.Opts.OutageProbeInterval
-	waitInSync(t, ctx, f, s, time.Minute)
 
 	var failing atomic.Bool
 	failing.Store(true)
@@ -228,8 +226,7 @@ func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
 	addInfraPool(t, ctx, s, 3)
 	opts := testOptions()
 	opts.DeniedRetry = 5 * time.Second
-	r := startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	waitInSync(t, ctx, f, s, time.Minute)
+	r := startInSync(t, ctx, f, opts, s)
 	nodes, err := s.Nodes(ctx, "infra")
 	if err != nil || len(nodes) != 3 {
 		t.Fatalf("nodes: %v %d", err, len(nodes))
@@ -341,8 +338,7 @@ func TestFailedStatusWritesAreRetried(t *testing.T) {
 	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
-	r := startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitInSync(t, ctx, f, s, time.Minute)
+	r := startInSync(t, ctx, f, testOptions(), s)
 	hub := f.Hub.Client
 
 	fail := admissionregistrationv1.Fail
@@ -396,8 +392,7 @@ func TestRefusedStatusWritesBackOff(t *testing.T) {
 	addInfraPool(t, ctx, s, replicas)
 	opts := testOptions()
 	opts.RetryCap = 4 * time.Second
-	r := startController(t, ctx, controllerConfig(t, ctx, f), opts)
-	waitInSync(t, ctx, f, s, time.Minute)
+	r := startInSync(t, ctx, f, opts, s)
 	hub := f.Hub.Client
 
 	const frozen = "MachinePoolSync statuses are frozen by policy"

@@ -75,8 +75,7 @@ func TestSharedItemsStayWhenThePoolDropsThem(t *testing.T) {
 	}
 	before := spokeSnapshot(t, ctx, s)
 
-	r := startController(t, ctx, controllerConfig(t, ctx, f), testOptions())
-	waitInSync(t, ctx, f, s, time.Minute)
+	r := startInSync(t, ctx, f, testOptions(), s)
 	declared := map[string]string{"node-role.kubernetes.io/infra": "", role: "", team: "a", delivered: "yes"}
 	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) { spec.Labels = maps.Clone(declared) }); err != nil {
 		t.Fatal(err)
