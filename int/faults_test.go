@@ -27,19 +27,6 @@ func slowOptions() fleet.Options {
 	return o
 }
 
-// patchesSince counts the patches in a spoke's audit log after the first
-// skip entries.
-func patchesSince(t *testing.T, s *localfleet.Spoke, skip int) int {
-	t.Helper()
-	n := 0
-	for _, e := range readAudit(t, s.AuditLogPath)[skip:] {
-		if e.Verb == "patch" {
-			n++
-		}
-	}
-	return n
-}
-
 // rolloutKeys are the keys the rollout tests' pool declares.
 var rolloutKeys = map[string]bool{"node-role.kubernetes.io/infra": true, "example.com/rollout": true}
 
@@ -118,7 +105,7 @@ func (r *rollout) completes(t *testing.T, ctx context.Context, what string) {
 func (r *rollout) checkPatches(t *testing.T) {
 	t.Helper()
 	drifted := 2 * r.nodes
-	if n := patchesSince(t, r.s, r.skip); n > drifted*11/10 {
+	if n, _, _ := hubPatches(t, r.s, r.skip); n > drifted*11/10 {
 		t.Errorf("%d patches for %d drifted objects, want <= 1.1x", n, drifted)
 	} else {
 		t.Logf("%d patches for %d drifted objects", n, drifted)

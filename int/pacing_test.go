@@ -333,7 +333,7 @@ func TestNoExecutePacedRollout(t *testing.T) {
 			st.Status.Reason == nmsync.CodeInvalidPacing && strings.Contains(st.Status.Message, nmsync.AnnotationNoExecuteInterval)
 	})
 	time.Sleep(time.Second)
-	if n := patchesSince(t, s, skipBad); n != 0 {
+	if n, _, _ := hubPatches(t, s, skipBad); n != 0 {
 		t.Errorf("a refused pool was written: %d patches", n)
 	}
 	if !hasEvent(ctx, f.Hub.Client, s.Name, s.Name+"-infra", fleet.EventRefused) {

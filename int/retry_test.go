@@ -28,7 +28,7 @@ func hubPatches(t *testing.T, s *localfleet.Spoke, offset int) (all, failed int,
 	t.Helper()
 	byObject = map[string]int{}
 	for _, e := range readAudit(t, s.AuditLogPath)[offset:] {
-		if e.Verb != "patch" {
+		if e.Verb != "patch" || e.User.Username != localfleet.CredentialUser {
 			continue
 		}
 		all++

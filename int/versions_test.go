@@ -97,19 +97,6 @@ func startVersionFleetWith(t *testing.T, ctx context.Context, versions []string,
 	return f
 }
 
-// hubPatchesByObject counts the hub credential's patches in s's audit log after
-// skip entries, by object ("nodes/name").
-func hubPatchesByObject(t *testing.T, s *localfleet.Spoke, skip int) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	for _, e := range readAudit(t, s.AuditLogPath)[skip:] {
-		if e.User.Username == localfleet.CredentialUser && e.Verb == "patch" {
-			out[e.ObjectRef.Resource+"/"+e.ObjectRef.Name]++
-		}
-	}
-	return out
-}
-
 // versionAndWriteCost checks, on one spoke of a mixed fleet whose controller
 // runs and whose infra pool of 3 is InSync, that the spoke answers /version
 // with its own version, and that a pool change reaches every Node with
@@ -153,7 +140,7 @@ func versionAndWriteCost(t *testing.T, ctx context.Context, f *localfleet.Fleet,
 	for _, n := range nodes {
 		drifted["nodes/"+n.Name] = true
 	}
-	patches := hubPatchesByObject(t, s, skip)
+	_, _, patches := hubPatches(t, s, skip)
 	total := 0
 	var lines []string
 	for obj, n := range patches {
