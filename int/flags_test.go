@@ -41,16 +41,12 @@ func TestLeaderElectionSettingsRunBothReplicas(t *testing.T) {
 			flags := append([]string{"--leader-elect", "--leader-elect-namespace", "hub-node-metadata",
 				"--shard-count", fmt.Sprint(len(settings)), "--shard-index", fmt.Sprint(i)}, s.flags...)
 			pair := []*runningReplica{startReplica(t, kc, flags), startReplica(t, kc, flags)}
-			var leader, standby *runningReplica
-			waitFor(t, "a leader is elected", time.Minute, func() bool {
-				for j, r := range pair {
+			j := waitLeader(t, func() {
+				for _, r := range pair {
 					r.mustRun(t)
-					if isLeader(r.p) {
-						leader, standby = r, pair[1-j]
-					}
 				}
-				return leader != nil
-			})
+			}, pair[0].p, pair[1].p)
+			leader, standby := pair[j], pair[1-j]
 
 			// Both stay up, the leader keeps the Lease and renews it, for a Lease duration
 			// and then some retry periods: a standby that took over, or a replica that

@@ -61,18 +61,25 @@ func writersOf(t *testing.T, s *localfleet.Spoke, skip int) map[string][]time.Ti
 // elect a leader) and returns them once one leads.
 func startPair(t *testing.T, kubeconfig string, flags ...string) (leader, follower *controllerProcess) {
 	t.Helper()
-	a := startBinary(t, kubeconfig, flags...)
-	b := startBinary(t, kubeconfig, flags...)
+	pair := []*controllerProcess{startBinary(t, kubeconfig, flags...), startBinary(t, kubeconfig, flags...)}
+	i := waitLeader(t, nil, pair...)
+	return pair[i], pair[1-i]
+}
+
+// waitLeader waits up to a minute for one of ps to lead and returns its
+// index. check, unless nil, runs at every look (to stop the test as soon as
+// a replica exits).
+func waitLeader(t *testing.T, check func(), ps ...*controllerProcess) int {
+	t.Helper()
+	leader := -1
 	waitFor(t, "a leader is elected", time.Minute, func() bool {
-		switch {
-		case isLeader(a):
-			leader, follower = a, b
-		case isLeader(b):
-			leader, follower = b, a
+		if check != nil {
+			check()
 		}
-		return leader != nil
+		leader = slices.IndexFunc(ps, isLeader)
+		return leader >= 0
 	})
-	return leader, follower
+	return leader
 }
 
 // isLeader reads controller-runtime's leader election gauge from a replica.
