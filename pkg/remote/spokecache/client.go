@@ -43,6 +43,21 @@ func (kc *KindClient) listRequest(o *metav1.ListOptions) *rest.Request {
 	return kc.Request(kc.rc.Get(), kc.spec.namespace).VersionedParams(o, metav1.ParameterCodec)
 }
 
+// list lists the kind with o, asking for accept ("": the client's own), and returns the
+// answer's body and content type.
+func (kc *KindClient) list(ctx context.Context, o metav1.ListOptions, accept string) (body []byte, contentType string, err error) {
+	r := kc.listRequest(&o)
+	if accept != "" {
+		r = r.SetHeader("Accept", accept)
+	}
+	res := r.Do(ctx).ContentType(&contentType)
+	if err := res.Error(); err != nil {
+		return nil, "", err // with the server's Status, which Raw's error lacks
+	}
+	body, _ = res.Raw()
+	return body, contentType, nil
+}
+
 // kindFor returns, of kinds, the one obj (an object or a list) is of; an error when the spoke
 // is not read for it.
 func kindFor[K any](kinds []K, spec func(K) kindSpec, obj runtime.Object) (K, error) {

@@ -1,6 +1,7 @@
 package spokecache
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"unique"
@@ -8,9 +9,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
+
+// compactAs compacts obj with compact, which takes the kind's type: an object of another type
+// (in a watch of the kind) is refused.
+func compactAs[T runtime.Object](obj runtime.Object, compact func(T) *record) (*record, error) {
+	o, ok := obj.(T)
+	if !ok {
+		var want T
+		return nil, fmt.Errorf("unexpected %T in a watch of %T", obj, want)
+	}
+	return compact(o), nil
+}
 
 // compactAll compacts a list's items.
 func compactAll[T any](items []T, compact func(T) *record) []*record {

@@ -224,11 +224,10 @@ func newMachineCodec(d codecDeps) codec {
 }
 
 func (c machineCodec) list(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
-	res := c.kc.listRequest(&o).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx)
-	if err := res.Error(); err != nil {
-		return nil, "", err // with the server's Status, which Raw's error lacks
+	body, _, err := c.kc.list(ctx, o, runtime.ContentTypeJSON)
+	if err != nil {
+		return nil, "", err
 	}
-	body, _ := res.Raw()
 	items, rv, err := decodeMachineList(body)
 	if err != nil {
 		return nil, "", err
@@ -243,11 +242,7 @@ func (machineCodec) events(body io.ReadCloser, _ string, _ map[string]string) (e
 }
 
 func (machineCodec) compact(obj runtime.Object) (*record, error) {
-	m, ok := obj.(*machinev1beta1.Machine)
-	if !ok {
-		return nil, fmt.Errorf("unexpected %T in a Machine watch", obj)
-	}
-	return compactMachine(m), nil
+	return compactAs(obj, compactMachine)
 }
 
 // compactMachine keeps of a Machine what compactMeta keeps, its spec.taints and

@@ -250,12 +250,10 @@ func newNodeCodec(d codecDeps) codec {
 }
 
 func (c nodeCodec) list(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
-	var contentType string
-	res := c.kc.listRequest(&o).Do(ctx).ContentType(&contentType)
-	if err := res.Error(); err != nil {
+	body, contentType, err := c.kc.list(ctx, o, "")
+	if err != nil {
 		return nil, "", err
 	}
-	body, _ := res.Raw()
 	return decodeNodeList(body, contentType)
 }
 
@@ -270,13 +268,7 @@ func (c nodeCodec) events(body io.ReadCloser, mediaType string, params map[strin
 	return d, err
 }
 
-func (nodeCodec) compact(obj runtime.Object) (*record, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return nil, fmt.Errorf("unexpected %T in a Node watch", obj)
-	}
-	return compactNode(n), nil
-}
+func (nodeCodec) compact(obj runtime.Object) (*record, error) { return compactAs(obj, compactNode) }
 
 // compactNode keeps of a Node what compactMeta keeps, its spec.taints and spec.providerID, and
 // whether it is ready and schedulable (the rest of its status, its images, other conditions
