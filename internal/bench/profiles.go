@@ -55,7 +55,7 @@ var heapRules = []rule{
 	{"util/framer", "watch stream decoders"},
 	{"pkg/remote/spokecache.(*kindLoop)", "spoke list-and-watch loops (store indexes, events being decoded)"},
 	{"pkg/remote/spokecache.New", "spoke clients (REST clients, rate limiters)"},
-	{"pkg/remote.(*Manager).newConn", "spoke clients (REST clients, rate limiters)"},
+	{"pkg/remote.newConn", "spoke clients (REST clients, rate limiters)"},
 	{"client-go/rest", "spoke clients (REST clients, rate limiters)"},
 	{"client-go/transport", "spoke clients (REST clients, rate limiters)"},
 	{"controller-runtime/pkg/cache", "hub caches"},

@@ -86,7 +86,7 @@ func newConn(cluster types.NamespacedName, p *prepared, opts *Options, codecs se
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	// Two clients over one transport: the probe's is bounded by RequestTimeout; the REST
 	// clients' carry the cache's watches, which are long-running, bounded by their own timeouts
-	// (watchTimeoutMin) and the cache ctx, and the Spoke's calls, each bounded by its ctx
+	// (spokecache's watch timeouts) and the cache ctx, and the Spoke's calls, each bounded by its ctx
 	// (spoke.bound).
 	cn.http = &http.Client{Transport: hc.Transport, Timeout: opts.RequestTimeout, CheckRedirect: noRedirect}
 	cacheHTTP := &http.Client{Transport: hc.Transport, CheckRedirect: noRedirect}

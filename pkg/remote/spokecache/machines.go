@@ -53,7 +53,7 @@ type machineJSON struct {
 	} `json:"status"`
 }
 
-// machine returns a Machine holding what m read (for compact, which takes the API's types).
+// machine returns a Machine holding what m read (for compactMachine, which takes the API's types).
 func (m *machineJSON) machine() *machinev1beta1.Machine {
 	md := &m.Metadata
 	out := &machinev1beta1.Machine{

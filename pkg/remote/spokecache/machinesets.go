@@ -28,11 +28,15 @@ const partialObjectMetadataAccept = "application/vnd.kubernetes.protobuf;as=Part
 // machineSetCodec lists MachineSets through client-go's metadata client and reads their
 // watches with the metadata scheme's decoders.
 type machineSetCodec struct {
-	r metadata.ResourceInterface
+	r   metadata.ResourceInterface
+	neg runtime.ClientNegotiator
 }
 
 func newMachineSetCodec(d codecDeps) codec {
-	return machineSetCodec{r: d.mc.Resource(GVKMachineSet.GroupVersion().WithResource(machineSetSpec.resource)).Namespace(machineSetSpec.namespace)}
+	return machineSetCodec{
+		r:   d.mc.Resource(GVKMachineSet.GroupVersion().WithResource(machineSetSpec.resource)).Namespace(machineSetSpec.namespace),
+		neg: runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion),
+	}
 }
 
 func (c machineSetCodec) list(ctx context.Context, o metav1.ListOptions) ([]*record, string, error) {
@@ -48,12 +52,10 @@ func (c machineSetCodec) list(ctx context.Context, o metav1.ListOptions) ([]*rec
 	return recs, l.ResourceVersion, nil
 }
 
-func (machineSetCodec) negotiator() runtime.ClientNegotiator {
-	return runtime.NewClientNegotiator(metainternalversionscheme.Codecs.WithoutConversion(), metav1.SchemeGroupVersion)
-}
+func (c machineSetCodec) negotiator() runtime.ClientNegotiator { return c.neg }
 
 func (c machineSetCodec) events(body io.ReadCloser, mediaType string, params map[string]string) (eventDecoder, error) {
-	return streamEvents(c.negotiator(), body, mediaType, params)
+	return streamEvents(c.neg, body, mediaType, params)
 }
 
 func (machineSetCodec) compact(obj runtime.Object) (*record, error) {

@@ -308,7 +308,15 @@ func (d *nodeEvents) Peek() (eventHead, error) {
 	}) {
 		return eventHead{}, nil // Decode says what is wrong with it
 	}
-	head := eventHead{typ: watch.EventType(typ)}
+	var head eventHead
+	switch string(typ) { // a conversion the compiler makes without a copy
+	case string(watch.Modified):
+		head.typ = watch.Modified
+	case string(watch.Added):
+		head.typ = watch.Added
+	default:
+		return head, nil // decoded: only an update can be a heartbeat
+	}
 	if msg, ok := nodeMessage(raw); ok {
 		if name, rv, digest, ok := nodeDigest(msg); ok {
 			head.name, head.rv, head.digest = name, rv, digest
@@ -332,6 +340,5 @@ func (o nodeObjects) Decode(data []byte, defaults *schema.GroupVersionKind, into
 	if err != nil {
 		return nil, nil, err
 	}
-	gvk := GVKNode
-	return n, &gvk, nil
+	return n, nil, nil // runtime.Decode drops the kind
 }

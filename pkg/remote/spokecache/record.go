@@ -39,8 +39,8 @@ type record struct {
 	machine     *machineFields // Machine only: Nodes and MachineSets do not pay for these
 	health      nodeHealth     // Node only: readiness and spec.unschedulable, for the NoExecute health gate
 	// digest is a Node's only: the nodeDigest of the message it was made from (0: none), by
-	// which a heartbeat is recognised without being decoded (kindStore.Refresh). Only the
-	// store reads and writes it, under its lock.
+	// which a heartbeat is recognised without being decoded (kindStore.Refresh). Set before
+	// the record is published; then only the store reads and writes it, under its lock.
 	digest uint64
 }
 
