@@ -8,7 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	hivev1 "github.com/openshift/hive/apis/hive/v1"
 
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
@@ -204,3 +207,27 @@ func TestForgetEmptiesEveryMemory(t *testing.T) {
 		}
 	}
 }
+
+// A pool the last sync saw and this one does not (deleted) is forgotten
+// with its cluster's other pools kept: what was written and left unsaid in
+// its status goes too.
+func TestGonePoolIsForgotten(t *testing.T) {
+	r := &Reconciler{Spokes: newFakeSpokes(), Metrics: NewMetrics(prometheus.NewRegistry()), Opts: Options{}.WithDefaults()}
+	r.init()
+	cd := &hivev1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	for _, p := range []string{"gone", "kept"} {
+		r.written.set("ns/"+p, writtenStatus{resourceVersion: "1"})
+		r.unsaid.set("ns/"+p, unsaidChange{patched: 1})
+	}
+	r.forgetGonePools(cd, map[string]bool{"gone": true, "kept": true})
+	r.forgetGonePools(cd, map[string]bool{"kept": true})
+	for _, m := range []interface{ has(string) bool }{hasKey[writtenStatus]{r.written}, hasKey[unsaidChange]{r.unsaid}} {
+		if m.has("ns/gone") || !m.has("ns/kept") {
+			t.Errorf("%T after the pool went: gone %v, kept %v; want only kept", m, m.has("ns/gone"), m.has("ns/kept"))
+		}
+	}
+}
+
+type hasKey[V any] struct{ m *clusterMap[V] }
+
+func (h hasKey[V]) has(k string) bool { _, ok := h.m.get(k); return ok }

@@ -74,13 +74,13 @@ func (r *Reconciler) report(ctx context.Context, cd *hivev1.ClusterDeployment, p
 		c := Count(pr.Results)
 		r.countWrites(ctx, mp, pr.Results, c)
 		r.setPoolGauges(ck, mp, pr, c)
+		r.setPending(ck, mp.Name, pr.Rollout)
 		news, err := r.reportStatus(ctx, mp, pr, c, now, start)
 		if err != nil {
 			failed = append(failed, err)
 		}
 		r.statusEvents(ctx, mp, pr, news)
 		r.appliedEvent(ctx, mp, pr, c)
-		r.setPending(ck, mp.Name, pr.Rollout)
 		r.failedEvent(ctx, mp, pr, c)
 	}
 	r.forgetGonePools(cd, seen)
@@ -219,8 +219,8 @@ func (r *Reconciler) failedEvent(ctx context.Context, mp *hivev1.MachinePool, pr
 }
 
 // forgetGonePools forgets the pools of the cluster's last sync that this
-// one did not see (seen): their series, their rollouts and their
-// propagation clocks.
+// one did not see (seen): their series, their rollouts, their propagation
+// clocks and what was last written and left unsaid in their statuses.
 func (r *Reconciler) forgetGonePools(cd *hivev1.ClusterDeployment, seen map[string]bool) {
 	ck := clusterKey(cd.Namespace, cd.Name)
 	prev, _ := r.lastPools.swap(ck, seen)
@@ -229,6 +229,8 @@ func (r *Reconciler) forgetGonePools(cd *hivev1.ClusterDeployment, seen map[stri
 			r.Metrics.ForgetPool(ck, p)
 			r.pacer.forgetPool(ck, p)
 			r.propagation.forgetPool(cd.Namespace + "/" + p)
+			r.written.delete(cd.Namespace + "/" + p)
+			r.unsaid.delete(cd.Namespace + "/" + p)
 		}
 	}
 }
