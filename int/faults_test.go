@@ -69,8 +69,11 @@ func (r *rollout) start(t *testing.T, ctx context.Context) {
 func (r *rollout) interrupt(t *testing.T, ctx context.Context, what string, fault func()) {
 	t.Helper()
 	r.start(t, ctx)
-	waitFor(t, "rollout under way", time.Minute, func() bool { return r.rolledOut(ctx) >= 2 })
-	n := r.rolledOut(ctx)
+	var n int
+	waitFor(t, "rollout under way", time.Minute, func() bool { n = r.rolledOut(ctx); return n >= 2 })
+	if n >= r.nodes {
+		t.Fatalf("the rollout was done (%d of %d Nodes) before the fault (%s) could interrupt it", n, r.nodes, what)
+	}
 	fault()
 	t.Logf("%s with %d of %d Nodes rolled out", what, n, r.nodes)
 }
@@ -94,7 +97,10 @@ func (r *rollout) completes(t *testing.T, ctx context.Context, what string) {
 	t.Helper()
 	waitFor(t, what, 2*time.Minute, func() bool { return r.rolledOut(ctx) == r.nodes })
 	r.others.assertKept(t, ctx)
-	nodes, _ := r.s.Nodes(ctx, "infra")
+	nodes, err := r.s.Nodes(ctx, "infra")
+	if err != nil || len(nodes) != r.nodes {
+		t.Fatalf("%s: %d of %d Nodes read: %v", what, len(nodes), r.nodes, err)
+	}
 	for _, n := range nodes {
 		assertTaint(t, "Node "+n.Name, n.Spec.Taints, "node-role.kubernetes.io/infra", "v2", corev1.TaintEffectNoSchedule)
 	}
