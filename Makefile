@@ -121,6 +121,22 @@ test-int: build controlplane nodelink kubectl ## Integration tests on real API s
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(KUBECTLS) $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...; rc=$$?; \
 	wait $$answers || rc=1; exit $$rc
 
+# The robustness suite (int/robustness_test.go): SEEDS random seeds (or the
+# comma-separated seeds of SEED, to replay them), DURATION of random traffic
+# and faults each, every write checked against the model; the report goes to
+# REPORT. README's test command runs one random seed of a minute.
+SEEDS ?= 30
+SEED ?=
+DURATION ?= 3m
+REPORT ?= docs/robustness.md
+# Seeds run side by side: one takes about a third of a core.
+PARALLEL ?= 3
+
+.PHONY: robustness
+robustness: build controlplane nodelink ## The robustness suite: SEEDS (30) random seeds of DURATION (3m) of traffic and faults, PARALLEL (3) at a time, or SEED=n,m to replay; writes REPORT (docs/robustness.md).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) ROBUSTNESS_RUNS="$(SEEDS)" ROBUSTNESS_SEEDS="$(SEED)" ROBUSTNESS_DURATION="$(DURATION)" ROBUSTNESS_REPORT="$(abspath $(REPORT))" \
+	  $(GO) test -count=1 -timeout 24h -parallel $(PARALLEL) -run '^TestRobustness$$' -v ./int/
+
 # The version tests: a hub of the newest Kubernetes and one spoke of each of
 # SPOKE_VERSIONS in one fleet (int/versions_scenarios_test.go).
 VERSION_TESTS = ^TestSpokeVersions

@@ -41,6 +41,9 @@ type AuditEvent struct {
 	// RequestObject is the patch sent, for the hub's patches of Nodes and
 	// Machines on a spoke (see auditPolicy); empty otherwise.
 	RequestObject json.RawMessage `json:"requestObject,omitempty"`
+	// ResponseObject is the object a write of a Node or Machine left, with
+	// Options.AuditHistory; empty otherwise.
+	ResponseObject json.RawMessage `json:"responseObject,omitempty"`
 }
 
 // ReadAudit returns every entry of an audit log (Options.Audit).

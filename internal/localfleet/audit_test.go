@@ -44,7 +44,7 @@ func TestReadAuditSinceFollowsAGrowingLog(t *testing.T) {
 }
 
 func TestAuditPolicyNamesEveryUser(t *testing.T) {
-	p := auditPolicy([]string{"a", `b"c`})
+	p := auditPolicy([]string{"a", `b"c`}, false)
 	want := `users: ["a", "b\"c"]`
 	if !strings.Contains(p, want) {
 		t.Fatalf("policy lacks %s:\n%s", want, p)

@@ -53,6 +53,11 @@ type Options struct {
 	// Audit makes every spoke write an audit log (JSON lines) of the requests
 	// made with the hub's credential, at Spoke.AuditLogPath.
 	Audit bool
+	// AuditHistory (with Audit) makes each spoke's audit log also record every
+	// user's writes of Nodes and Machines, and of their status, with the object
+	// each write left (AuditEvent.ResponseObject): the history of every Node and
+	// Machine, in resourceVersion order per object once sorted.
+	AuditHistory bool
 	// Log receives the API servers' and etcd's output; nil discards it.
 	Log io.Writer
 	// StartConcurrency bounds how many spoke API servers start at once.
@@ -369,7 +374,7 @@ func adminConfig(s *envtest.APIServer, name string) (*rest.Config, error) {
 }
 
 func (f *Fleet) startHub(ctx context.Context) (*Hub, error) {
-	extra, auditPath, err := f.auditArgs("hub", f.opts.HubAuditUsers)
+	extra, auditPath, err := f.auditArgs("hub", f.opts.HubAuditUsers, false)
 	if err != nil {
 		return nil, err
 	}

@@ -47,18 +47,31 @@ const (
 // auditPolicy records every request of users, at Metadata level, and
 // nothing else. Spokes record the hub's credential. Their patches of Nodes
 // and Machines are recorded at Request level, with the patch sent, so that
-// tests can tell which write carried which item.
-func auditPolicy(users []string) string {
+// tests can tell which write carried which item. With history, every user's
+// writes of Nodes and Machines (and their status) come first, at
+// RequestResponse level: the object each write left is in the log.
+func auditPolicy(users []string, history bool) string {
 	q := make([]string, len(users))
 	for i, u := range users {
 		q[i] = strconv.Quote(u)
 	}
 	who := `[` + strings.Join(q, ", ") + `]`
+	everyWrite := ""
+	if history {
+		everyWrite = `- level: RequestResponse
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: ""
+    resources: ["nodes", "nodes/status"]
+  - group: "machine.openshift.io"
+    resources: ["machines", "machines/status"]
+`
+	}
 	return `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
-- level: Request
+` + everyWrite + `- level: Request
   users: ` + who + `
   verbs: ["patch"]
   resources:
@@ -74,7 +87,7 @@ rules:
 
 // auditArgs are the API server flags of an audit log of users' requests in
 // the folder of the API server name, and the log's path; none without users.
-func (f *Fleet) auditArgs(name string, users []string) (map[string]string, string, error) {
+func (f *Fleet) auditArgs(name string, users []string, history bool) (map[string]string, string, error) {
 	extra := map[string]string{}
 	if len(users) == 0 {
 		return extra, "", nil
@@ -84,7 +97,7 @@ func (f *Fleet) auditArgs(name string, users []string) (map[string]string, strin
 		return nil, "", err
 	}
 	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy(users)), 0o600); err != nil {
+	if err := os.WriteFile(policy, []byte(auditPolicy(users, history)), 0o600); err != nil {
 		return nil, "", err
 	}
 	path := filepath.Join(dir, "audit.log")
@@ -149,7 +162,7 @@ func (f *Fleet) addSpoke(ctx context.Context, seq int, version string) (*Spoke, 
 	if f.opts.Audit {
 		users = []string{CredentialUser, NodelinkUser}
 	}
-	extra, auditPath, err := f.auditArgs(name, users)
+	extra, auditPath, err := f.auditArgs(name, users, f.opts.AuditHistory)
 	if err != nil {
 		return nil, err
 	}

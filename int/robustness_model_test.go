@@ -1,0 +1,518 @@
+package int_test
+
+// The robustness suite's model and checks (TestRobustness): a history of
+// every Node and Machine of every spoke, read from the spokes' audit logs
+// (localfleet.Options.AuditHistory: every write, with the object it left),
+// and the invariants each write by the controller is checked against as it
+// lands. Pure: fed audit entries and pool specs, it reports violations.
+//
+// Item keys: a Node's label "label/<key>", a Machine's spec.metadata.labels
+// "label/<key>" too (what nodelink copies), its metadata.labels
+// "mlabel/<key>", and a taint "taint/<key>:<Effect>". What a pool may
+// declare is under rbKeys; everything else is someone else's.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
+)
+
+// rbPrefix is the domain of every key a robustness pool may declare;
+// rbShared are the keys of it that foreign writers set too.
+const rbPrefix = "rb.example.com/"
+
+var rbShared = map[string]bool{"label/" + rbPrefix + "shared": true, "taint/" + rbPrefix + "st:NoSchedule": true}
+
+// poolItem reports whether an item key is one a pool may declare.
+func poolItem(item string) bool {
+	_, key, _ := strings.Cut(item, "/")
+	return strings.HasPrefix(key, rbPrefix)
+}
+
+// deliveryManagers are the field managers through which a pool's items
+// reach objects (pkg/sync/doc.go, Shared items): the controller, the
+// MachineSet controller that creates Machines from the template, and
+// nodelink, which copies them onto Nodes.
+var deliveryManagers = map[string]bool{nmsync.FieldManager: true, localfleet.MachineSetFieldManager: true, localfleet.NodelinkFieldManager: true}
+
+// objState is what the model keeps of one object at one resourceVersion.
+type objState struct {
+	rv            int64
+	items         map[string]string
+	owned         map[string]bool     // items in the controller's owned-* records
+	owners        map[string][]string // label items -> managers owning the key
+	unschedulable bool
+	ready         bool
+	raw           []byte // the whole object, as the model last knew it
+}
+
+// histObject is the part of a Node or Machine the model reads.
+type histObject struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name            string                      `json:"name"`
+		ResourceVersion string                      `json:"resourceVersion"`
+		Labels          map[string]string           `json:"labels"`
+		Annotations     map[string]string           `json:"annotations"`
+		ManagedFields   []metav1.ManagedFieldsEntry `json:"managedFields"`
+	} `json:"metadata"`
+	Spec struct {
+		Taints        []corev1.Taint `json:"taints"`
+		Unschedulable bool           `json:"unschedulable"`
+		Metadata      struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+	} `json:"status"`
+}
+
+// stateOf flattens a Node or Machine (resource "nodes" or "machines").
+func stateOf(resource string, o *histObject) objState {
+	st := objState{items: map[string]string{}, owned: map[string]bool{}, owners: map[string][]string{}, unschedulable: o.Spec.Unschedulable}
+	st.rv, _ = strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+	labels := o.Metadata.Labels
+	if resource == "machines" {
+		labels = o.Spec.Metadata.Labels
+		for k, v := range o.Metadata.Labels {
+			st.items["mlabel/"+k] = v
+		}
+	}
+	for k, v := range labels {
+		st.items["label/"+k] = v
+	}
+	for _, t := range o.Spec.Taints {
+		st.items["taint/"+t.Key+":"+string(t.Effect)] = t.Value
+	}
+	record := func(ann, prefix string) {
+		for k := range strings.SplitSeq(o.Metadata.Annotations[ann], ",") {
+			if k != "" {
+				st.owned[prefix+k] = true
+			}
+		}
+	}
+	record(nmsync.AnnotationOwnedLabels, "label/")
+	record(nmsync.AnnotationOwnedTaints, "taint/")
+	record(nmsync.AnnotationOwnedMachineLabels, "mlabel/")
+	labelPath := []string{"f:metadata", "f:labels"}
+	if resource == "machines" {
+		labelPath = []string{"f:spec", "f:metadata", "f:labels"}
+	}
+	for _, mf := range o.Metadata.ManagedFields {
+		if mf.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		var node any = fields
+		for _, p := range labelPath {
+			m, _ := node.(map[string]any)
+			node = m[p]
+		}
+		m, _ := node.(map[string]any)
+		for k := range m {
+			if key, ok := strings.CutPrefix(k, "f:"); ok {
+				st.owners["label/"+key] = append(st.owners["label/"+key], mf.Manager)
+			}
+		}
+	}
+	st.ready = true
+	for _, c := range o.Status.Conditions {
+		if c.Type == string(corev1.NodeReady) {
+			st.ready = c.Status == string(corev1.ConditionTrue)
+		}
+	}
+	return st
+}
+
+// poolSpecAt is one valid spec of a spoke's pool, from when it was written:
+// the items it declares on Nodes and on Machines.
+type poolSpecAt struct {
+	at              time.Time
+	node, machine   map[string]string
+	noExecuteValues map[string]string // NoExecute taint items
+}
+
+// violation is one broken invariant.
+type violation struct {
+	Invariant string
+	At        time.Time
+	What      string
+}
+
+func (v violation) String() string {
+	return fmt.Sprintf("%s at %s: %s", v.Invariant, v.At.Format("15:04:05.000"), v.What)
+}
+
+// Invariants, by name, with what each promises (docs/robustness.md lists them).
+const (
+	invForeign     = "foreign-items-kept"
+	invDeclared    = "declared-value-only"
+	invRemoval     = "removes-only-its-own"
+	invOneWriter   = "one-writer"
+	invFrozen      = "resumed-leader-silent"
+	invPacing      = "noexecute-batch"
+	invBounded     = "bounded-patches"
+	invQuiet       = "quiet-point-model"
+	invStatus      = "quiet-point-status"
+	invDrift       = "quiet-point-drift"
+	invAllowList   = "allow-listed-requests"
+	invHistoryGaps = "history-gaps" // not a violation: entries that arrived out of order, counted
+)
+
+// invariantDocs says what each invariant checks.
+var invariantDocs = [][2]string{
+	{invForeign, "a write by the controller never adds, changes or removes an item whose key no pool may declare, nor a Node's spec.unschedulable"},
+	{invDeclared, "an item the controller adds or changes holds a value the pool declared within the last " + declareWindow.String()},
+	{invRemoval, "an item the controller removes was in its owned record and, for a label, owned by no one but a delivery path (the controller, the MachineSet controller, nodelink), or is a nodelink copy-back of a value it removed within two minutes; and the pool did not declare it throughout the last " + declareWindow.String()},
+	{invOneWriter, "two consecutive writes to a spoke from different replicas are at least " + handoverGap.String() + " apart (the Lease's duration minus its renew deadline, less slack): no two replicas write at once"},
+	{invFrozen, "a replica resumed from SIGSTOP, after another replica wrote while it was stopped, writes nothing in the Lease duration after it resumes"},
+	{invPacing, "no window of (interval - " + pacingSlack.String() + ") holds NoExecute taint writes of the controller on more Nodes of a pool than its batch"},
+	{invBounded, "no object gets more than " + strconv.Itoa(maxPatchesPerWindow) + " patches from the controller in any " + patchWindow.String()},
+	{invQuiet, "at each quiet point every Machine and Node holds exactly the model's items: declared ones with the pool's value, undeclared pool items gone, foreign items as their writer left them"},
+	{invStatus, "at each quiet point every valid pool's MachinePoolSync is InSync with Ready=True for its generation, every invalid one Refused"},
+	{invDrift, "at each quiet point `hub-controller drift` reports no drifted object"},
+	{invAllowList, "every request the hub's credential sent a spoke is on the allow-list"},
+}
+
+const (
+	declareWindow       = 30 * time.Second
+	handoverGap         = 300 * time.Millisecond
+	pacingSlack         = time.Second
+	patchWindow         = 10 * time.Second
+	maxPatchesPerWindow = 8
+	reclaimWindow       = 130 * time.Second
+)
+
+// controllerWrite is one write of the controller to a spoke.
+type controllerWrite struct {
+	at  time.Time
+	pid string
+	obj string
+}
+
+// model is one spoke's history and the checks on it.
+type model struct {
+	spoke         string
+	batch         int
+	interval      time.Duration
+	specs         []poolSpecAt
+	objects       map[string]objState
+	removedBy     map[string]map[string]removal // object -> item -> the controller's last removal
+	writes        []controllerWrite
+	noExecute     []controllerWrite // Node writes that added or changed a NoExecute pool taint
+	freezes       []freeze
+	transitions   int
+	checks        map[string]int
+	violations    []violation
+	outOfOrder    int
+	pendingAudits []localfleet.AuditEvent
+}
+
+type removal struct {
+	at    time.Time
+	value string
+}
+
+// freeze is a replica stopped with SIGSTOP and resumed.
+type freeze struct {
+	pid              string
+	stopped, resumed time.Time
+}
+
+func newModel(spoke string, batch int, interval time.Duration) *model {
+	return &model{spoke: spoke, batch: batch, interval: interval, objects: map[string]objState{},
+		removedBy: map[string]map[string]removal{}, checks: map[string]int{}}
+}
+
+func (m *model) violate(inv string, at time.Time, format string, args ...any) {
+	m.violations = append(m.violations, violation{inv, at, m.spoke + ": " + fmt.Sprintf(format, args...)})
+}
+
+// declaredIn returns the specs current at some moment of [at-window, at].
+func (m *model) declaredIn(at time.Time) []poolSpecAt {
+	var out []poolSpecAt
+	for i, s := range m.specs {
+		if s.at.After(at) {
+			break
+		}
+		if i+1 < len(m.specs) && m.specs[i+1].at.Before(at.Add(-declareWindow)) {
+			continue // replaced before the window began
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// feed adds audit entries; process checks those that landed before cutoff.
+func (m *model) feed(entries []localfleet.AuditEvent) {
+	for _, e := range entries {
+		if len(e.ResponseObject) == 0 || e.ResponseStatus.Code >= 300 {
+			continue
+		}
+		if e.ObjectRef.Resource != "nodes" && e.ObjectRef.Resource != "machines" {
+			continue
+		}
+		m.pendingAudits = append(m.pendingAudits, e)
+	}
+}
+
+// process runs the checks on every pending entry that completed before
+// cutoff, per object in resourceVersion order.
+func (m *model) process(cutoff time.Time) {
+	var ready, later []localfleet.AuditEvent
+	for _, e := range m.pendingAudits {
+		if e.StageTimestamp.Before(cutoff) {
+			ready = append(ready, e)
+		} else {
+			later = append(later, e)
+		}
+	}
+	m.pendingAudits = later
+	sort.SliceStable(ready, func(i, j int) bool { return rvOf(ready[i]) < rvOf(ready[j]) })
+	for _, e := range ready {
+		key := e.ObjectRef.Resource + "/" + e.ObjectRef.Name
+		old, seen := m.objects[key]
+		if e.Verb == "delete" {
+			delete(m.objects, key)
+			delete(m.removedBy, key)
+			continue
+		}
+		raw, ok := m.wholeObject(e, old, seen)
+		if !ok {
+			continue
+		}
+		var o histObject
+		if json.Unmarshal(raw, &o) != nil {
+			continue
+		}
+		st := stateOf(e.ObjectRef.Resource, &o)
+		st.raw = raw
+		if seen && st.rv <= old.rv {
+			m.outOfOrder++
+			continue
+		}
+		m.objects[key] = st
+		m.transitions++
+		if e.User.Username != localfleet.CredentialUser {
+			continue
+		}
+		pid := "?"
+		if p := pidInAgent.FindStringSubmatch(e.UserAgent); p != nil {
+			pid = p[1]
+		}
+		w := controllerWrite{at: e.RequestReceived, pid: pid, obj: key}
+		m.writes = append(m.writes, w)
+		if seen {
+			m.checkWrite(w, old, st)
+		}
+	}
+}
+
+// rvOf is the resourceVersion of the object a write left.
+func rvOf(e localfleet.AuditEvent) int64 {
+	var o struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(e.ResponseObject, &o)
+	rv, _ := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+	return rv
+}
+
+// wholeObject returns the object a write left. The controller asks for its
+// patches' answers as metadata only (PartialObjectMetadata): the rest is its
+// merge patch applied to the object it was sent against (its
+// resourceVersion precondition names that one).
+func (m *model) wholeObject(e localfleet.AuditEvent, old objState, seen bool) ([]byte, bool) {
+	var head struct {
+		Kind     string          `json:"kind"`
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	if json.Unmarshal(e.ResponseObject, &head) != nil {
+		return nil, false
+	}
+	switch head.Kind {
+	case "Node", "Machine":
+		return e.ResponseObject, true
+	case "PartialObjectMetadata":
+	default:
+		return nil, false // a Status answer
+	}
+	if !seen || e.Verb != "patch" {
+		m.outOfOrder++
+		return nil, false
+	}
+	merged, err := jsonpatch.MergePatch(old.raw, e.RequestObject)
+	if err != nil {
+		m.outOfOrder++
+		return nil, false
+	}
+	var whole map[string]json.RawMessage
+	if json.Unmarshal(merged, &whole) != nil {
+		return nil, false
+	}
+	whole["metadata"] = head.Metadata
+	out, err := json.Marshal(whole)
+	return out, err == nil
+}
+
+// checkWrite checks one write of the controller, old to next.
+func (m *model) checkWrite(w controllerWrite, old, next objState) {
+	m.checks[invForeign]++
+	if old.unschedulable != next.unschedulable {
+		m.violate(invForeign, w.at, "%s (pid %s) set spec.unschedulable to %v", w.obj, w.pid, next.unschedulable)
+	}
+	specs := m.declaredIn(w.at)
+	noExecute := false
+	for _, item := range slices.Sorted(maps.Keys(unionKeys(old.items, next.items))) {
+		was, had := old.items[item]
+		now, has := next.items[item]
+		if had == has && was == now {
+			continue
+		}
+		if !poolItem(item) {
+			m.violate(invForeign, w.at, "%s (pid %s) changed %s from %q (present %v) to %q (present %v)", w.obj, w.pid, item, was, had, now, has)
+			continue
+		}
+		if has {
+			m.checks[invDeclared]++
+			if !slices.ContainsFunc(specs, func(s poolSpecAt) bool { return declares(s, w.obj, item, now) }) {
+				m.violate(invDeclared, w.at, "%s (pid %s) set %s=%q, which no pool spec of the last %s declares", w.obj, w.pid, item, now, declareWindow)
+			}
+			if strings.HasSuffix(item, ":NoExecute") && strings.HasPrefix(w.obj, "nodes/") {
+				noExecute = true
+			}
+			continue
+		}
+		m.checks[invRemoval]++
+		m.checkRemoval(w, old, item, was, specs)
+	}
+	if noExecute {
+		m.checkPacing(w)
+	}
+	m.checkBounded(w)
+}
+
+func unionKeys(a, b map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// declares reports whether spec s declares item=value on object obj.
+func declares(s poolSpecAt, obj, item, value string) bool {
+	items := s.node
+	if strings.HasPrefix(obj, "machines/") {
+		items = s.machine
+	}
+	v, ok := items[item]
+	return ok && v == value
+}
+
+func (m *model) checkRemoval(w controllerWrite, old objState, item, was string, specs []poolSpecAt) {
+	if !slices.ContainsFunc(specs, func(s poolSpecAt) bool { return !declares(s, w.obj, item, was) }) {
+		m.violate(invRemoval, w.at, "%s (pid %s) removed %s=%q, which the pool declared throughout the last %s", w.obj, w.pid, item, was, declareWindow)
+		return
+	}
+	removed := m.removedBy[w.obj]
+	if removed == nil {
+		removed = map[string]removal{}
+		m.removedBy[w.obj] = removed
+	}
+	if r, ok := removed[item]; ok && r.value == was && w.at.Sub(r.at) < reclaimWindow {
+		return // a copy-back reclaimed; the two minutes run from the first removal
+	}
+	removed[item] = removal{at: w.at, value: was}
+	if !old.owned[item] {
+		m.violate(invRemoval, w.at, "%s (pid %s) removed %s=%q, which its owned record did not hold", w.obj, w.pid, item, was)
+		return
+	}
+	if strings.HasPrefix(item, "label/") {
+		for _, mgr := range old.owners[item] {
+			if !deliveryManagers[mgr] {
+				m.violate(invRemoval, w.at, "%s (pid %s) removed %s=%q, which %s also owned", w.obj, w.pid, item, was, mgr)
+			}
+		}
+	}
+}
+
+// checkPacing checks a NoExecute write against the pool's batch.
+func (m *model) checkPacing(w controllerWrite) {
+	m.checks[invPacing]++
+	m.noExecute = append(m.noExecute, w)
+	nodes := map[string]bool{}
+	for _, x := range m.noExecute {
+		if w.at.Sub(x.at) < m.interval-pacingSlack && !x.at.After(w.at) {
+			nodes[x.obj] = true
+		}
+	}
+	if len(nodes) > m.batch {
+		m.violate(invPacing, w.at, "NoExecute taints written on %d Nodes within %s (batch %d): %v", len(nodes), m.interval-pacingSlack, m.batch, slices.Sorted(maps.Keys(nodes)))
+	}
+}
+
+// checkBounded checks that the object is not patched in a loop.
+func (m *model) checkBounded(w controllerWrite) {
+	m.checks[invBounded]++
+	n := 0
+	for i := len(m.writes) - 1; i >= 0 && w.at.Sub(m.writes[i].at) < patchWindow; i-- {
+		if m.writes[i].obj == w.obj {
+			n++
+		}
+	}
+	if n == maxPatchesPerWindow+1 {
+		m.violate(invBounded, w.at, "%s got %d patches within %s", w.obj, n, patchWindow)
+	}
+}
+
+// checkWriters checks the one-writer invariants on every write so far, in
+// the order the spoke received them.
+func (m *model) checkWriters() {
+	ws := slices.Clone(m.writes)
+	sort.SliceStable(ws, func(i, j int) bool { return ws[i].at.Before(ws[j].at) })
+	for i := 1; i < len(ws); i++ {
+		m.checks[invOneWriter]++
+		if a, b := ws[i-1], ws[i]; a.pid != b.pid && b.at.Sub(a.at) < handoverGap {
+			m.violate(invOneWriter, b.at, "pid %s wrote %s %s after pid %s wrote %s", b.pid, b.obj, b.at.Sub(a.at).Round(time.Millisecond), a.pid, a.obj)
+		}
+	}
+	for _, f := range m.freezes {
+		m.checks[invFrozen]++
+		others := slices.ContainsFunc(ws, func(w controllerWrite) bool {
+			return w.pid != f.pid && w.at.After(f.stopped) && w.at.Before(f.resumed)
+		})
+		if !others {
+			continue
+		}
+		for _, w := range ws {
+			if w.pid == f.pid && !w.at.Before(f.resumed) && w.at.Before(f.resumed.Add(leaseDuration)) {
+				m.violate(invFrozen, w.at, "pid %s, resumed at %s after another replica took over, wrote %s", f.pid, f.resumed.Format("15:04:05.000"), w.obj)
+			}
+		}
+	}
+}
