@@ -171,6 +171,8 @@ const (
 	invFrozen      = "resumed-leader-silent"
 	invPacing      = "noexecute-batch"
 	invBounded     = "bounded-patches"
+	invHealthGate  = "noexecute-health-gate"
+	invHeld        = "nothing-while-held"
 	invQuiet       = "quiet-point-model"
 	invStatus      = "quiet-point-status"
 	invDrift       = "quiet-point-drift"
@@ -186,6 +188,8 @@ var invariantDocs = [][2]string{
 	{invOneWriter, "two consecutive writes to a spoke from different replicas are at least " + handoverGap.String() + " apart (the Lease's duration minus its renew deadline, less slack): no two replicas write at once"},
 	{invFrozen, "a replica resumed from SIGSTOP, after another replica wrote while it was stopped, writes nothing in the Lease duration after it resumes"},
 	{invPacing, "no window of (interval - " + pacingSlack.String() + ") holds NoExecute taint writes of the controller on more Nodes of a pool than its batch"},
+	{invHealthGate, "no NoExecute batch reaches a Node while a Node the same rollout tainted (while it was Ready) has been NotReady for " + gateSlack.String() + " (outside " + faultShadow.String() + " after a spoke fault)"},
+	{invHeld, "nothing is written to a spoke while its pool or cluster is paused, hibernating, relocating or reconcile-paused, and no NoExecute batch while the pool's window is closed, from " + holdSlack.String() + " after the hold is set (outside " + faultShadow.String() + " after a spoke fault)"},
 	{invBounded, "no object gets more than " + strconv.Itoa(maxPatchesPerWindow) + " patches from the controller in any " + patchWindow.String()},
 	{invQuiet, "at each quiet point every Machine and Node holds exactly the model's items: declared ones with the pool's value, undeclared pool items gone, foreign items as their writer left them"},
 	{invStatus, "at each quiet point every valid pool's MachinePoolSync is InSync with Ready=True for its generation, every invalid one Refused"},
@@ -200,6 +204,9 @@ const (
 	patchWindow         = 10 * time.Second
 	maxPatchesPerWindow = 8
 	reclaimWindow       = 130 * time.Second
+	gateSlack           = 5 * time.Second
+	holdSlack           = 3 * time.Second
+	faultShadow         = 15 * time.Second
 )
 
 // controllerWrite is one write of the controller to a spoke.
@@ -218,8 +225,11 @@ type model struct {
 	objects       map[string]objState
 	removedBy     map[string]map[string]removal // object -> item -> the controller's last removal
 	writes        []controllerWrite
-	noExecute     []controllerWrite // Node writes that added or changed a NoExecute pool taint
+	noExecute     []noExecuteWrite // Node writes that added or changed a NoExecute pool taint
 	freezes       []freeze
+	holds         []hold               // when the pool or its cluster was paused, or the window closed
+	spokeFaults   []interval           // when the spoke or its path misbehaved
+	unwell        map[string]time.Time // Node -> since when it is NotReady
 	transitions   int
 	checks        map[string]int
 	violations    []violation
@@ -232,6 +242,27 @@ type removal struct {
 	value string
 }
 
+// noExecuteWrite is a controller write that brought a NoExecute taint to a Node.
+type noExecuteWrite struct {
+	controllerWrite
+	item, value string
+}
+
+// interval is a span of time; an open one has a zero end.
+type interval struct{ start, end time.Time }
+
+func (i interval) overlaps(start, end time.Time) bool {
+	return i.start.Before(end) && (i.end.IsZero() || i.end.After(start))
+}
+
+// hold is a time the controller must not write: every write (a pause, a
+// hibernation...), or only NoExecute batches (a closed window).
+type hold struct {
+	interval
+	what          string
+	noExecuteOnly bool
+}
+
 // freeze is a replica stopped with SIGSTOP and resumed.
 type freeze struct {
 	pid              string
@@ -240,7 +271,7 @@ type freeze struct {
 
 func newModel(spoke string, batch int, interval time.Duration) *model {
 	return &model{spoke: spoke, batch: batch, interval: interval, objects: map[string]objState{},
-		removedBy: map[string]map[string]removal{}, checks: map[string]int{}}
+		removedBy: map[string]map[string]removal{}, checks: map[string]int{}, unwell: map[string]time.Time{}}
 }
 
 func (m *model) violate(inv string, at time.Time, format string, args ...any) {
@@ -294,6 +325,7 @@ func (m *model) process(cutoff time.Time) {
 		if e.Verb == "delete" {
 			delete(m.objects, key)
 			delete(m.removedBy, key)
+			delete(m.unwell, key)
 			continue
 		}
 		raw, ok := m.wholeObject(e, old, seen)
@@ -312,6 +344,15 @@ func (m *model) process(cutoff time.Time) {
 		}
 		m.objects[key] = st
 		m.transitions++
+		if strings.HasPrefix(key, "nodes/") {
+			_, was := m.unwell[key]
+			switch sick := !st.ready; {
+			case sick && !was:
+				m.unwell[key] = e.StageTimestamp
+			case !sick:
+				delete(m.unwell, key)
+			}
+		}
 		if e.User.Username != localfleet.CredentialUser {
 			continue
 		}
@@ -383,7 +424,7 @@ func (m *model) checkWrite(w controllerWrite, old, next objState) {
 		m.violate(invForeign, w.at, "%s (pid %s) set spec.unschedulable to %v", w.obj, w.pid, next.unschedulable)
 	}
 	specs := m.declaredIn(w.at)
-	noExecute := false
+	var noExecute []noExecuteWrite
 	for _, item := range slices.Sorted(maps.Keys(unionKeys(old.items, next.items))) {
 		was, had := old.items[item]
 		now, has := next.items[item]
@@ -400,15 +441,15 @@ func (m *model) checkWrite(w controllerWrite, old, next objState) {
 				m.violate(invDeclared, w.at, "%s (pid %s) set %s=%q, which no pool spec of the last %s declares", w.obj, w.pid, item, now, declareWindow)
 			}
 			if strings.HasSuffix(item, ":NoExecute") && strings.HasPrefix(w.obj, "nodes/") {
-				noExecute = true
+				noExecute = append(noExecute, noExecuteWrite{w, item, now})
 			}
 			continue
 		}
 		m.checks[invRemoval]++
 		m.checkRemoval(w, old, item, was, specs)
 	}
-	if noExecute {
-		m.checkPacing(w)
+	for _, nw := range noExecute {
+		m.checkPacing(nw)
 	}
 	m.checkBounded(w)
 }
@@ -461,8 +502,9 @@ func (m *model) checkRemoval(w controllerWrite, old objState, item, was string, 
 	}
 }
 
-// checkPacing checks a NoExecute write against the pool's batch.
-func (m *model) checkPacing(w controllerWrite) {
+// checkPacing checks a NoExecute write against the pool's batch and its
+// health gate.
+func (m *model) checkPacing(w noExecuteWrite) {
 	m.checks[invPacing]++
 	m.noExecute = append(m.noExecute, w)
 	nodes := map[string]bool{}
@@ -473,6 +515,46 @@ func (m *model) checkPacing(w controllerWrite) {
 	}
 	if len(nodes) > m.batch {
 		m.violate(invPacing, w.at, "NoExecute taints written on %d Nodes within %s (batch %d): %v", len(nodes), m.interval-pacingSlack, m.batch, slices.Sorted(maps.Keys(nodes)))
+	}
+	if m.faultNear(w.at) {
+		return
+	}
+	m.checks[invHealthGate]++
+	for node, since := range m.unwell {
+		if node == w.obj || !since.Before(w.at.Add(-gateSlack)) {
+			continue
+		}
+		if slices.ContainsFunc(m.noExecute, func(x noExecuteWrite) bool {
+			return x.obj == node && x.item == w.item && x.value == w.value && x.at.Before(since)
+		}) {
+			m.violate(invHealthGate, w.at, "%s got %s=%q while %s, which this rollout tainted, had been NotReady since %s", w.obj, w.item, w.value, node, since.Format("15:04:05.000"))
+		}
+	}
+}
+
+// faultNear reports whether the spoke or its path misbehaved around t: a
+// write held up by it may land well after it was decided.
+func (m *model) faultNear(t time.Time) bool {
+	return slices.ContainsFunc(m.spokeFaults, func(f interval) bool { return f.overlaps(t.Add(-faultShadow), t) })
+}
+
+// checkHolds checks that no write landed while a hold applied (once it had
+// had holdSlack to be seen).
+func (m *model) checkHolds() {
+	for _, h := range m.holds {
+		m.checks[invHeld]++
+		ws := m.writes
+		if h.noExecuteOnly {
+			ws = nil
+			for _, x := range m.noExecute {
+				ws = append(ws, x.controllerWrite)
+			}
+		}
+		for _, w := range ws {
+			if h.overlaps(w.at, w.at) && w.at.After(h.start.Add(holdSlack)) && !m.faultNear(w.at) {
+				m.violate(invHeld, w.at, "%s (pid %s) written while %s (since %s)", w.obj, w.pid, h.what, h.start.Format("15:04:05.000"))
+			}
+		}
 	}
 }
 

@@ -206,7 +206,13 @@ func (r *rbRun) setUp() {
 	t := r.t
 	versions := spokeVersions(t)
 	versions = []string{versions[0], versions[len(versions)-1]}
-	r.f = startVersionFleetWith(t, r.ctx, versions, func(o *localfleet.Options) { o.AuditHistory = true })
+	r.f = startVersionFleetWith(t, r.ctx, versions, func(o *localfleet.Options) {
+		o.AuditHistory = true
+		// Watches expire: etcd is compacted every 5 s and the spokes
+		// serve watches from it, so a watch resumed after any outage is
+		// answered 410 Gone and its kind listed again.
+		o.SpokeArgs = map[string]string{"watch-cache": "false", "etcd-compaction-interval": "5s"}
+	})
 	for _, s := range r.f.Spokes() {
 		sp := &rbSpoke{s: s, model: newModel(s.Name, rbBatch, rbInterval), foreign: map[string]map[string]map[string]bool{},
 			labels: map[string]string{rbPrefix + "p0": "a"}, machineLabels: map[string]string{},
@@ -312,7 +318,11 @@ var rbSteps = []step{
 	{"readiness", 3, false, (*rbRun).readiness},
 	{"scale-up", 3, false, (*rbRun).scaleUp},
 	{"scale-down", 2, false, (*rbRun).scaleDown},
+	{"reregister-node", 2, false, (*rbRun).reregister},
 	{"rotate-credential", 1, false, (*rbRun).rotate},
+	{"pause-pool", 2, false, (*rbRun).pausePool},
+	{"close-window", 2, false, (*rbRun).closeWindow},
+	{"hold-cluster", 2, false, (*rbRun).holdCluster},
 	{"kill-leader", 2, true, (*rbRun).killLeader},
 	{"freeze-leader", 2, true, (*rbRun).freezeLeader},
 	{"freeze-spoke", 1, true, (*rbRun).freezeSpoke},
@@ -722,6 +732,28 @@ func (r *rbRun) scaleDown(sp *rbSpoke, _, b int) string {
 	return "scale down " + m.Name
 }
 
+// reregister deletes a Machine's Node and registers it again, as a
+// replaced instance would: nodelink links the new Node and copies the
+// Machine's items onto it.
+func (r *rbRun) reregister(sp *rbSpoke, _, b int) string {
+	m, ok := r.pickMachine(sp, b)
+	if !ok || m.Status.NodeRef == nil {
+		return ""
+	}
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	n := &corev1.Node{}
+	n.Name = m.Status.NodeRef.Name
+	if err := sp.s.Admin.Delete(ctx, n); err != nil {
+		return "re-register " + n.Name + " (delete failed: " + err.Error() + ")"
+	}
+	delete(sp.foreign, "nodes/"+n.Name)
+	if _, err := sp.s.JoinNode(ctx, m.Name); err != nil {
+		return "re-register " + n.Name + " (join failed: " + err.Error() + ")"
+	}
+	return "re-register the Node of " + m.Name + " (was " + n.Name + ")"
+}
+
 func (r *rbRun) rotate(sp *rbSpoke, _, _ int) string {
 	ctx, cancel := r.opCtx()
 	defer cancel()
@@ -777,6 +809,7 @@ func (r *rbRun) spokeFault(sp *rbSpoke, a int, what string, start, stop func() e
 	if r.healing(sp.s.Name) {
 		return ""
 	}
+	f := interval{start: time.Now()}
 	if err := start(); err != nil {
 		return what + " (failed: " + err.Error() + ")"
 	}
@@ -785,6 +818,8 @@ func (r *rbRun) spokeFault(sp *rbSpoke, a int, what string, start, stop func() e
 		if err := stop(); err != nil {
 			r.t.Errorf("%s: heal %s: %v", sp.s.Name, what, err)
 		}
+		f.end = time.Now()
+		sp.model.spokeFaults = append(sp.model.spokeFaults, f)
 	})
 	return fmt.Sprintf("%s for %s", what, d.Round(time.Millisecond))
 }
@@ -811,10 +846,110 @@ func (r *rbRun) webhookFail(sp *rbSpoke, a, _ int) string {
 }
 
 func (r *rbRun) restartHub(_ *rbSpoke, _, _ int) string {
+	f := interval{start: time.Now()}
 	if err := r.f.RestartHub(); err != nil {
 		r.t.Errorf("restart hub: %v", err)
 	}
+	// The controller sees the hub again only once its watches are back:
+	// a hold set meanwhile is seen late.
+	f.end = time.Now().Add(5 * time.Second)
+	for _, sp := range r.spokes {
+		sp.model.spokeFaults = append(sp.model.spokeFaults, f)
+	}
 	return "restart hub"
+}
+
+// updateHub changes a hub object, read afresh on each try.
+func (r *rbRun) updateHub(obj client.Object, change func()) error {
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.f.Hub.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return r.f.Hub.Client.Update(ctx, obj)
+	})
+}
+
+// holdFor sets a hold on the hub (set), lifted after a while or at the
+// next quiet point (unset), and tells the model when it applied.
+func (r *rbRun) holdFor(sp *rbSpoke, a int, what string, noExecuteOnly bool, obj client.Object, set, unset func()) string {
+	key := "hold " + sp.s.Name
+	if r.healing(key) {
+		return ""
+	}
+	h := hold{interval: interval{start: time.Now()}, what: what, noExecuteOnly: noExecuteOnly}
+	if err := r.updateHub(obj, set); err != nil {
+		return what + " (failed: " + err.Error() + ")"
+	}
+	d := r.faultFor(a)
+	r.later(key, d, func() {
+		// Lifted from when the request is sent: the controller may act
+		// on it before the call returns.
+		h.end = time.Now()
+		if err := r.updateHub(obj, unset); err != nil {
+			r.t.Errorf("%s: lift %s: %v", sp.s.Name, what, err)
+		}
+		sp.model.holds = append(sp.model.holds, h)
+	})
+	return fmt.Sprintf("%s for %s", what, d.Round(time.Millisecond))
+}
+
+func (r *rbRun) pool(sp *rbSpoke) *hivev1.MachinePool {
+	mp := &hivev1.MachinePool{}
+	mp.Namespace, mp.Name = sp.s.Name, sp.s.Name+"-"+rbPool
+	return mp
+}
+
+func setAnnotation(o client.Object, k, v string) {
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	if v == "" {
+		delete(ann, k)
+	} else {
+		ann[k] = v
+	}
+	o.SetAnnotations(ann)
+}
+
+func (r *rbRun) pausePool(sp *rbSpoke, a, _ int) string {
+	mp := r.pool(sp)
+	return r.holdFor(sp, a, "pool paused", false, mp,
+		func() { setAnnotation(mp, nmsync.AnnotationPaused, "true") }, func() { setAnnotation(mp, nmsync.AnnotationPaused, "") })
+}
+
+func (r *rbRun) closeWindow(sp *rbSpoke, a, _ int) string {
+	mp := r.pool(sp)
+	return r.holdFor(sp, a, "NoExecute window closed", true, mp,
+		func() { setAnnotation(mp, nmsync.AnnotationNoExecuteWindow, closedWindow(time.Now())) },
+		func() { setAnnotation(mp, nmsync.AnnotationNoExecuteWindow, "") })
+}
+
+// holdCluster holds the whole cluster as Hive or an SRE would.
+func (r *rbRun) holdCluster(sp *rbSpoke, a, b int) string {
+	cd := &hivev1.ClusterDeployment{}
+	cd.Namespace, cd.Name = sp.s.Key().Namespace, sp.s.Key().Name
+	annotation := func(k, v string) (func(), func()) {
+		return func() { setAnnotation(cd, k, v) }, func() { setAnnotation(cd, k, "") }
+	}
+	switch b % 4 {
+	case 0:
+		set, unset := annotation(nmsync.AnnotationPaused, "true")
+		return r.holdFor(sp, a, "cluster paused", false, cd, set, unset)
+	case 1:
+		set, unset := annotation("hive.openshift.io/reconcile-pause", "true")
+		return r.holdFor(sp, a, "cluster reconcile-paused", false, cd, set, unset)
+	case 2:
+		set, unset := annotation("hive.openshift.io/relocate", "other-hub/relocate-1")
+		return r.holdFor(sp, a, "cluster relocating", false, cd, set, unset)
+	}
+	var was hivev1.ClusterPowerState
+	return r.holdFor(sp, a, "cluster hibernating", false, cd,
+		func() { was, cd.Spec.PowerState = cd.Spec.PowerState, hivev1.ClusterPowerStateHibernating },
+		func() { cd.Spec.PowerState = was })
 }
 
 // quietPoint heals every fault, makes every Node Ready and uncordoned,
@@ -1002,6 +1137,7 @@ func (r *rbRun) finish() {
 	}
 	for _, sp := range r.spokes {
 		sp.model.checkWriters()
+		sp.model.checkHolds()
 		for _, v := range sp.model.violations {
 			r.fail(v)
 		}
