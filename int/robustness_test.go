@@ -424,8 +424,6 @@ var rbValues = []string{"a", "b", "c"}
 // editPool writes the pool's spec as sp holds it (with Hive's MachineSet
 // template, unless the spec is invalid: Hive's own checks would stop it).
 func (r *rbRun) editPool(sp *rbSpoke) string {
-	ctx, cancel := r.opCtx()
-	defer cancel()
 	at := time.Now()
 	mutate := func(spec *hivev1.MachinePoolSpec) {
 		spec.Labels = cloneMap(sp.labels)
@@ -435,21 +433,34 @@ func (r *rbRun) editPool(sp *rbSpoke) string {
 		spec.MachineLabels = cloneMap(sp.machineLabels)
 		spec.Taints = slices.Clone(sp.taints)
 	}
+	if !sp.invalid {
+		// Declared from before the first try: one that fails may have
+		// landed, and the controller may act on it before a call returns.
+		sp.model.specs = append(sp.model.specs, sp.specAt(at))
+	}
+	// Tried until it lands (the hub or a spoke may be restarting), so that
+	// what the suite holds is what the hub and the template hold.
 	var mp *hivev1.MachinePool
 	var err error
-	if sp.invalid {
-		mp, err = sp.s.UpdatePoolOnHub(ctx, rbPool, mutate)
-	} else {
-		mp, err = sp.s.UpdatePool(ctx, rbPool, mutate)
-	}
+	tries := 0
+	poll(r.ctx, time.Second, 30*time.Second, func() bool {
+		tries++
+		ctx, cancel := r.opCtx()
+		defer cancel()
+		if sp.invalid {
+			mp, err = sp.s.UpdatePoolOnHub(ctx, rbPool, mutate)
+		} else {
+			mp, err = sp.s.UpdatePool(ctx, rbPool, mutate)
+		}
+		return err == nil
+	})
 	if err != nil {
-		// The hub restarting: the edit may or may not have landed. The
-		// next edit writes the whole spec again.
+		r.t.Errorf("%s: pool edit: %v", sp.s.Name, err)
 		return "pool edit failed: " + err.Error()
 	}
 	sp.generation = mp.Generation
-	if !sp.invalid {
-		sp.model.specs = append(sp.model.specs, sp.specAt(at))
+	if tries > 1 {
+		return fmt.Sprintf("(%d tries)", tries)
 	}
 	return ""
 }
@@ -565,9 +576,6 @@ func (r *rbRun) foreignWrite(sp *rbSpoke, obj client.Object, key, item string, a
 		}
 		if err != nil {
 			objs[item] = map[string]bool{before: true, value: true}
-			for v := range objs[item] {
-				objs[item][v] = true
-			}
 		} else {
 			objs[item] = map[string]bool{value: true}
 		}
