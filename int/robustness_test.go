@@ -15,12 +15,14 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
@@ -382,6 +384,7 @@ func (r *rbRun) runHeals(all bool) {
 	for _, h := range r.heals {
 		if all || !h.at.After(now) {
 			h.do()
+			r.stepLog = append(r.stepLog, stepRecord{time.Now(), "lifted: " + h.what})
 		} else {
 			keep = append(keep, h)
 		}
@@ -1209,11 +1212,20 @@ func robustnessReport(results []*rbResult) string {
 		quiet += r.quiet
 	}
 	host, _ := os.Hostname()
+	commit, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
 	fmt.Fprintf(&b, "# Robustness runs\n\n")
-	fmt.Fprintf(&b, "Written by `make robustness` (int/robustness_test.go) on %s, %s (%s, %d CPUs). What the suite does and how to read this: [tests.md](tests.md#the-robustness-suite).\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, goVersion(), numCPU())
-	fmt.Fprintf(&b, "**%d seeds, %s of traffic each (%s in all, %s of wall time), %d violations.**\n\n",
-		len(results), results[0].duration, traffic, wall.Round(time.Second), violations)
+	fmt.Fprintf(&b, "Written by `make robustness` (int/robustness_test.go) at %s, on %s at %s (%s, %d CPUs). What the suite does and how to read this: [tests.md](tests.md#the-robustness-suite).\n\n",
+		strings.TrimSpace(string(commit)), host, time.Now().UTC().Format("2006-01-02 15:04 UTC"), goVersion(), numCPU())
+	drawn := "drawn at random by the suite"
+	if os.Getenv("ROBUSTNESS_SEEDS") != "" {
+		drawn = "replayed (ROBUSTNESS_SEEDS)"
+	}
+	parallel := "1"
+	if f := flag.Lookup("test.parallel"); f != nil {
+		parallel = f.Value.String()
+	}
+	fmt.Fprintf(&b, "**%d seeds (%s, %s at a time), %s of traffic each (%s in all, %s of wall time), %d violations.**\n\n",
+		len(results), drawn, parallel, results[0].duration, traffic, wall.Round(time.Second), violations)
 	fmt.Fprintf(&b, "Each seed: a hub and two spokes (the oldest and the newest supported Kubernetes), the real nodelink on each, an admission webhook in each spoke's write path, a proxy in front of each, and the shipped binary as two replicas with `--leader-elect` (%s, and %s). Each spoke has one pool of %d Nodes, NoExecute batch %d every %s.\n\n",
 		strings.Join(leaseFlags, " "), strings.Join(rbFlags, " "), rbNodes, rbBatch, rbInterval)
 	fmt.Fprintf(&b, "## Seeds\n\n| seed | traffic | wall | steps | faults | quiet points | writes checked | violations |\n|---|---|---|---|---|---|---|---|\n")
