@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -609,8 +608,7 @@ func (b *bench) simSpokeObjects(ctx context.Context, sp *localfleet.Spoke, i int
 		if err := sp.Admin.Create(ctx, node); err != nil {
 			return err
 		}
-		m.Status.NodeRef = &corev1.ObjectReference{Kind: "Node", Name: node.Name, UID: node.UID}
-		m.Status.Phase = ptr.To("Running")
+		m.Status = localfleet.RunningMachineStatus(node, time.Now())
 		if err := sp.Admin.Status().Update(ctx, m); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package localfleet
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 
@@ -188,8 +189,9 @@ func MachineSetFor(infraID string, mp *hivev1.MachinePool, zone string) *machine
 			Template: machinev1beta1.MachineTemplateSpec{
 				ObjectMeta: machinev1beta1.ObjectMeta{Labels: tmplLabels},
 				Spec: machinev1beta1.MachineSpec{
-					ObjectMeta: machinev1beta1.ObjectMeta{Labels: maps.Clone(mp.Spec.Labels)},
-					Taints:     append([]corev1.Taint(nil), mp.Spec.Taints...),
+					ObjectMeta:   machinev1beta1.ObjectMeta{Labels: maps.Clone(mp.Spec.Labels)},
+					Taints:       append([]corev1.Taint(nil), mp.Spec.Taints...),
+					ProviderSpec: machinev1beta1.ProviderSpec{Value: AWSProviderSpec(infraID, zone)},
 				},
 			},
 		},
@@ -215,9 +217,10 @@ func MachineFor(ms *machinev1beta1.MachineSet, name, providerID string) *machine
 			}},
 		},
 		Spec: machinev1beta1.MachineSpec{
-			ObjectMeta: machinev1beta1.ObjectMeta{Labels: maps.Clone(t.Spec.Labels)},
-			Taints:     append([]corev1.Taint(nil), t.Spec.Taints...),
-			ProviderID: ptr.To(providerID),
+			ObjectMeta:   machinev1beta1.ObjectMeta{Labels: maps.Clone(t.Spec.Labels)},
+			Taints:       append([]corev1.Taint(nil), t.Spec.Taints...),
+			ProviderID:   ptr.To(providerID),
+			ProviderSpec: *t.Spec.ProviderSpec.DeepCopy(),
 		},
 	}
 }
@@ -239,17 +242,26 @@ func NodeFor(m *machinev1beta1.Machine, name, zone string, index int) *corev1.No
 		"topology.kubernetes.io/region":    "us-east-1",
 		"topology.kubernetes.io/zone":      zone,
 		"node.openshift.io/os_id":          "rhcos",
+		// The deprecated and driver labels a real worker still carries.
+		"beta.kubernetes.io/arch":                  "amd64",
+		"beta.kubernetes.io/instance-type":         "m5.xlarge",
+		"failure-domain.beta.kubernetes.io/region": "us-east-1",
+		"failure-domain.beta.kubernetes.io/zone":   zone,
+		"topology.ebs.csi.aws.com/zone":            zone,
 	}
 	for k, v := range m.Spec.Labels {
 		labels[k] = v
 	}
+	annotations := WorkerAnnotations(name, index)
+	annotations[nmsync.AnnotationNodeMachine] = m.Namespace + "/" + m.Name
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Labels:      labels,
-			Annotations: map[string]string{nmsync.AnnotationNodeMachine: m.Namespace + "/" + m.Name},
+			Annotations: annotations,
 		},
-		Spec: corev1.NodeSpec{ProviderID: ptr.Deref(m.Spec.ProviderID, "")},
+		Spec:   corev1.NodeSpec{ProviderID: ptr.Deref(m.Spec.ProviderID, "")},
+		Status: WorkerStatus(name, index, time.Now()),
 	}
 	n.Spec.Taints = append(n.Spec.Taints, m.Spec.Taints...)
 	switch index % 4 {

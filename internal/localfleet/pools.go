@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 
@@ -170,8 +171,7 @@ func (s *Spoke) LinkNode(ctx context.Context, machine string) (*corev1.Node, err
 		if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return err
 		}
-		m.Status.NodeRef = &corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID}
-		m.Status.Phase = ptr.To("Running")
+		m.Status = RunningMachineStatus(n, time.Now())
 		return s.Admin.Status().Update(ctx, m)
 	})
 	if err != nil {

@@ -48,29 +48,7 @@ import (
 func realNode(i int) *corev1.Node {
 	n := fleetNode(i)
 	now := metav1.NewTime(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
-	rendered := "rendered-worker-5f7a0c3e9b1d2f4a6c8e0b2d4f6a8c0e"
-	for k, v := range map[string]string{
-		"machineconfiguration.openshift.io/controlPlaneTopology":                      "HighlyAvailable",
-		"machineconfiguration.openshift.io/currentConfig":                             rendered,
-		"machineconfiguration.openshift.io/desiredConfig":                             rendered,
-		"machineconfiguration.openshift.io/desiredDrain":                              "uncordon-" + rendered,
-		"machineconfiguration.openshift.io/lastAppliedDrain":                          "uncordon-" + rendered,
-		"machineconfiguration.openshift.io/lastSyncedControllerConfigResourceVersion": "123456",
-		"machineconfiguration.openshift.io/reason":                                    "",
-		"machineconfiguration.openshift.io/state":                                     "Done",
-		"csi.volume.kubernetes.io/nodeid":                                             `{"ebs.csi.aws.com":"i-0a1b2c3d4e5f60718"}`,
-		"cloud.network.openshift.io/egress-ipconfig":                                  `[{"interface":"eni-0a1b2c3d4e5f60718","ifaddr":{"ipv4":"10.0.128.0/19"},"capacity":{"ipv4":14,"ipv6":15}}]`,
-		"k8s.ovn.org/host-cidrs":                                                      `["10.0.131.27/19"]`,
-		"k8s.ovn.org/l3-gateway-config":                                               `{"default":{"mode":"shared","bridge-id":"br-ex","interface-id":"br-ex_` + n.Name + `","mac-address":"02:1a:2b:3c:4d:5e","ip-addresses":["10.0.131.27/19"],"ip-address":"10.0.131.27/19","next-hops":["10.0.128.1"],"next-hop":"10.0.128.1","node-port-enable":"true","vlan-id":"0"}}`,
-		"k8s.ovn.org/node-chassis-id":                                                 "5e0d1c7a-9f2b-4c3d-8e6f-0a1b2c3d4e5f",
-		"k8s.ovn.org/node-id":                                                         "7",
-		"k8s.ovn.org/node-primary-ifaddr":                                             `{"ipv4":"10.0.131.27/19"}`,
-		"k8s.ovn.org/node-transit-switch-port-ifaddr":                                 `{"ipv4":"100.88.0.7/16"}`,
-		"k8s.ovn.org/remote-zone-migrated":                                            n.Name,
-		"k8s.ovn.org/zone-name":                                                       n.Name,
-	} {
-		n.Annotations[k] = v
-	}
+	maps.Copy(n.Annotations, localfleet.WorkerAnnotations(n.Name, i))
 	n.ManagedFields = managedFields("v1", map[string]int{"kubelet": 16, "machine-config-daemon": 10, "ovnkube": 14, "nodelink": 4, "kube-controller-manager": 6})
 	n.Status = localfleet.WorkerStatus(n.Name, i, now.Time)
 	return n
@@ -81,43 +59,10 @@ func realNode(i int) *corev1.Node {
 func realMachine(i int) *machinev1beta1.Machine {
 	m := fleetMachine(i)
 	m.TypeMeta = metav1.TypeMeta{Kind: "Machine", APIVersion: machinev1beta1.GroupVersion.String()}
-	now := metav1.NewTime(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
-	filter := func(v string) map[string]any {
-		return map[string]any{"filters": []any{map[string]any{"name": "tag:Name", "values": []string{v}}}}
-	}
-	spec, err := json.Marshal(map[string]any{
-		"apiVersion": "machine.openshift.io/v1beta1", "kind": "AWSMachineProviderConfig",
-		"ami": map[string]any{"id": "ami-0a1b2c3d4e5f60718"}, "instanceType": "m5.xlarge",
-		"blockDevices":      []any{map[string]any{"ebs": map[string]any{"encrypted": true, "iops": 0, "kmsKey": map[string]any{"arn": ""}, "volumeSize": 300, "volumeType": "gp3"}}},
-		"credentialsSecret": map[string]any{"name": "aws-cloud-credentials"}, "deviceIndex": 0,
-		"iamInstanceProfile": map[string]any{"id": "cluster-x7k2p-worker-profile"},
-		"metadata":           map[string]any{"creationTimestamp": nil}, "metadataServiceOptions": map[string]any{},
-		"placement":      map[string]any{"availabilityZone": "us-east-1a", "region": "us-east-1"},
-		"securityGroups": []any{filter("cluster-x7k2p-worker-sg"), filter("cluster-x7k2p-node"), filter("cluster-x7k2p-lb")},
-		"subnet":         filter("cluster-x7k2p-private-us-east-1a"),
-		"tags": []any{map[string]any{"name": "kubernetes.io/cluster/cluster-x7k2p", "value": "owned"},
-			map[string]any{"name": "red-hat-clustertype", "value": "osd"}, map[string]any{"name": "red-hat-managed", "value": "true"},
-			map[string]any{"name": "api.openshift.com/id", "value": "2a1b2c3d4e5f60718293a4b5c6d7e8f9"},
-			map[string]any{"name": "api.openshift.com/name", "value": "customer-cluster"}},
-		"userDataSecret": map[string]any{"name": "worker-user-data-managed"},
-	})
-	if err != nil {
-		panic(err)
-	}
-	status, err := json.Marshal(map[string]any{"apiVersion": "machine.openshift.io/v1beta1", "kind": "AWSMachineProviderStatus",
-		"conditions": []any{map[string]any{"lastTransitionTime": now, "message": "Machine successfully created", "reason": "MachineCreationSucceeded", "status": "True", "type": "MachineCreation"}},
-		"instanceId": "i-0a1b2c3d4e5f60718", "instanceState": "running"})
-	if err != nil {
-		panic(err)
-	}
-	m.Spec.ProviderSpec.Value = &k8sruntime.RawExtension{Raw: spec}
-	m.Status.ProviderStatus = &k8sruntime.RawExtension{Raw: status}
-	m.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.131.27"},
-		{Type: corev1.NodeInternalDNS, Address: m.Status.NodeRef.Name}, {Type: corev1.NodeHostName, Address: m.Status.NodeRef.Name}}
-	m.Status.Conditions = []machinev1beta1.Condition{{Type: "Drainable", Status: "True", LastTransitionTime: now},
-		{Type: "InstanceExists", Status: "True", LastTransitionTime: now, Message: "Instance has been found on the cloud provider"},
-		{Type: "Terminable", Status: "True", LastTransitionTime: now}}
-	m.Status.LastUpdated = &now
+	m.Spec.ProviderSpec.Value = localfleet.AWSProviderSpec("cluster-x7k2p", localfleet.Zone)
+	node := &corev1.Node{}
+	node.Name, node.Spec.ProviderID = m.Status.NodeRef.Name, fmt.Sprintf("aws:///us-east-1a/i-0a1b2c3d4e%07x", i)
+	m.Status = localfleet.RunningMachineStatus(node, time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
 	m.ManagedFields = managedFields(machinev1beta1.GroupVersion.String(), map[string]int{"machineset-controller": 30, "machine-controller-manager": 12,
 		"machine-controller-manager/status": 14, "nodelink-controller/status": 4})
 	return m
