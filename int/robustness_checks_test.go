@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,6 +35,7 @@ type hw struct {
 	owners   map[string]string
 	notReady bool
 	patch    string // a metadata-only answer to this merge patch
+	machine  string // a Machine of this name whose Node is node, instead of the Node
 }
 
 func (w hw) event(rv int) localfleet.AuditEvent {
@@ -46,6 +48,14 @@ func (w hw) event(rv int) localfleet.AuditEvent {
 	e.User.Username = w.who
 	if pid, ok := strings.CutPrefix(w.who, "pid "); ok {
 		e.User.Username, e.UserAgent, e.Verb = localfleet.CredentialUser, "hub-node-metadata/dev (vm; pid "+pid+")", "patch"
+	}
+	if w.machine != "" {
+		mc := &machinev1beta1.Machine{TypeMeta: metav1.TypeMeta{Kind: "Machine", APIVersion: "machine.openshift.io/v1beta1"}}
+		mc.Name, mc.ResourceVersion, mc.Spec.Taints = w.machine, strconv.Itoa(rv), w.taints
+		mc.Status.NodeRef = &corev1.ObjectReference{Name: e.ObjectRef.Name}
+		e.ObjectRef.Resource, e.ObjectRef.Name = "machines", w.machine
+		e.ResponseObject, _ = json.Marshal(mc)
+		return e
 	}
 	n := &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}}
 	n.Name, n.ResourceVersion, n.Labels, n.Spec.Taints = e.ObjectRef.Name, strconv.Itoa(rv), w.labels, w.taints
@@ -124,27 +134,34 @@ func TestRobustnessChecks(t *testing.T) {
 			{who: "pid 1", labels: map[string]string{p0: "a"}, owned: p0},
 			{at: time.Second, who: "pid 1"},
 		}},
-		{name: "NoExecute on two Nodes within the interval", want: []string{invPacing},
+		{name: "NoExecute batches on two Machines within the interval", want: []string{invPacing},
+			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
+			writes: []hw{
+				{who: "machineset-controller", machine: "m1", node: "n1"}, {who: "machineset-controller", machine: "m2", node: "n2"},
+				{at: time.Second, who: "pid 1", machine: "m1", node: "n1", taints: []corev1.Taint{x0("a")}},
+				{at: 2 * time.Second, who: "pid 1", machine: "m2", node: "n2", taints: []corev1.Taint{x0("a")}},
+			}},
+		{name: "NoExecute batches an interval apart",
+			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
+			writes: []hw{
+				{who: "machineset-controller", machine: "m1", node: "n1"}, {who: "machineset-controller", machine: "m2", node: "n2"},
+				{at: time.Second, who: "pid 1", machine: "m1", node: "n1", taints: []corev1.Taint{x0("a")}},
+				{at: 5 * time.Second, who: "pid 1", machine: "m2", node: "n2", taints: []corev1.Taint{x0("a")}},
+			}},
+		{name: "Nodes whose Machines the template tainted complete no batch's count",
 			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
 			writes: []hw{
 				{who: "kubelet", node: "n1"}, {who: "kubelet", node: "n2"},
 				{at: time.Second, who: "pid 1", node: "n1", taints: []corev1.Taint{x0("a")}},
 				{at: 2 * time.Second, who: "pid 1", node: "n2", taints: []corev1.Taint{x0("a")}},
 			}},
-		{name: "NoExecute on two Nodes an interval apart",
-			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
-			writes: []hw{
-				{who: "kubelet", node: "n1"}, {who: "kubelet", node: "n2"},
-				{at: time.Second, who: "pid 1", node: "n1", taints: []corev1.Taint{x0("a")}},
-				{at: 5 * time.Second, who: "pid 1", node: "n2", taints: []corev1.Taint{x0("a")}},
-			}},
 		{name: "a batch while a Node the rollout tainted is NotReady", want: []string{invHealthGate},
 			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
 			writes: []hw{
-				{who: "kubelet", node: "n1"}, {who: "kubelet", node: "n2"},
+				{who: "kubelet", node: "n1"}, {who: "machineset-controller", machine: "m2", node: "n2"},
 				{at: time.Second, who: "pid 1", node: "n1", taints: []corev1.Taint{x0("a")}},
 				{at: 2 * time.Second, who: "kubelet", node: "n1", taints: []corev1.Taint{x0("a")}, notReady: true},
-				{at: 10 * time.Second, who: "pid 1", node: "n2", taints: []corev1.Taint{x0("a")}},
+				{at: 10 * time.Second, who: "pid 1", machine: "m2", node: "n2", taints: []corev1.Taint{x0("a")}},
 			}},
 		{name: "two replicas write 100 ms apart", want: []string{invOneWriter}, writes: []hw{
 			{who: "kubelet"},
@@ -186,7 +203,7 @@ func TestRobustnessChecks(t *testing.T) {
 				c.specs = map[time.Duration]map[string]string{-time.Minute: declare}
 			}
 			for _, at := range slices.Sorted(maps.Keys(c.specs)) {
-				m.specs = append(m.specs, poolSpecAt{at: t0.Add(at), node: c.specs[at]})
+				m.specs = append(m.specs, poolSpecAt{at: t0.Add(at), node: c.specs[at], machine: c.specs[at]})
 			}
 			m.freezes, m.holds, m.spokeFaults = c.freezes, c.holds, c.faults
 			var es []localfleet.AuditEvent

@@ -56,6 +56,7 @@ type objState struct {
 	unschedulable bool
 	ready         bool
 	raw           []byte // the whole object, as the model last knew it
+	nodeRef       string // a Machine's Node
 }
 
 // histObject is the part of a Node or Machine the model reads.
@@ -76,6 +77,9 @@ type histObject struct {
 		} `json:"metadata"`
 	} `json:"spec"`
 	Status struct {
+		NodeRef *struct {
+			Name string `json:"name"`
+		} `json:"nodeRef"`
 		Conditions []struct {
 			Type   string `json:"type"`
 			Status string `json:"status"`
@@ -134,6 +138,9 @@ func stateOf(resource string, o *histObject) objState {
 			}
 		}
 	}
+	if o.Status.NodeRef != nil {
+		st.nodeRef = "nodes/" + o.Status.NodeRef.Name
+	}
 	st.ready = true
 	for _, c := range o.Status.Conditions {
 		if c.Type == string(corev1.NodeReady) {
@@ -187,9 +194,9 @@ var invariantDocs = [][2]string{
 	{invRemoval, "an item the controller removes was in its owned record and, for a label, owned by no one but a delivery path (the controller, the MachineSet controller, nodelink), or is a nodelink copy-back of a value it removed within two minutes; and the pool did not declare it throughout the last " + declareWindow.String()},
 	{invOneWriter, "two consecutive writes to a spoke from different replicas are at least " + handoverGap.String() + " apart (the Lease's duration minus its renew deadline, less slack): no two replicas write at once"},
 	{invFrozen, "a replica resumed from SIGSTOP, after another replica wrote while it was stopped, writes nothing in the Lease duration after it resumes"},
-	{invPacing, "no window of (interval - " + pacingSlack.String() + ") holds NoExecute taint writes of the controller on more Nodes of a pool than its batch"},
-	{invHealthGate, "no NoExecute batch reaches a Node while a Node the same rollout tainted (while it was Ready) has been NotReady for " + gateSlack.String() + " (outside " + faultShadow.String() + " after a spoke fault)"},
-	{invHeld, "nothing is written to a spoke while its pool or cluster is paused, hibernating, relocating or reconcile-paused, and no NoExecute batch while the pool's window is closed, from " + holdSlack.String() + " after the hold is set (outside " + faultShadow.String() + " after a spoke fault)"},
+	{invPacing, "no window of (interval - " + pacingSlack.String() + ") holds more NoExecute batch starts (the controller's writes of a new NoExecute taint on a Machine, a batch's first write) than the pool's batch"},
+	{invHealthGate, "no NoExecute batch starts while a Node the same rollout tainted (while it was Ready) has been NotReady for " + gateSlack.String() + " (outside " + faultShadow.String() + " after a spoke fault)"},
+	{invHeld, "nothing is written to a spoke while its pool or cluster is paused, hibernating, relocating or reconcile-paused, and no NoExecute batch starts while the pool's window is closed, from " + holdSlack.String() + " after the hold is set (outside " + faultShadow.String() + " after a spoke fault)"},
 	{invBounded, "no object gets more than " + strconv.Itoa(maxPatchesPerWindow) + " patches from the controller in any " + patchWindow.String()},
 	{invQuiet, "at each quiet point every Machine and Node holds exactly the model's items: declared ones with the pool's value, undeclared pool items gone, foreign items as their writer left them"},
 	{invStatus, "at each quiet point every valid pool's MachinePoolSync is InSync with Ready=True for its generation, every invalid one Refused"},
@@ -226,10 +233,12 @@ type model struct {
 	removedBy     map[string]map[string]removal // object -> item -> the controller's last removal
 	writes        []controllerWrite
 	noExecute     []noExecuteWrite // Node writes that added or changed a NoExecute pool taint
+	batchStarts   []noExecuteWrite // Machine writes that did: a batch's first write
 	freezes       []freeze
-	holds         []hold               // when the pool or its cluster was paused, or the window closed
-	spokeFaults   []interval           // when the spoke or its path misbehaved
-	unwell        map[string]time.Time // Node -> since when it is NotReady
+	holds         []hold                       // when the pool or its cluster was paused, or the window closed
+	spokeFaults   []interval                   // when the spoke or its path misbehaved
+	unwell        map[string]time.Time         // Node -> since when it is NotReady
+	setBy         map[string]map[string]string // object -> item -> who last added or changed it
 	transitions   int
 	checks        map[string]int
 	violations    []violation
@@ -271,7 +280,7 @@ type freeze struct {
 
 func newModel(spoke string, batch int, interval time.Duration) *model {
 	return &model{spoke: spoke, batch: batch, interval: interval, objects: map[string]objState{},
-		removedBy: map[string]map[string]removal{}, checks: map[string]int{}, unwell: map[string]time.Time{}}
+		removedBy: map[string]map[string]removal{}, checks: map[string]int{}, unwell: map[string]time.Time{}, setBy: map[string]map[string]string{}}
 }
 
 func (m *model) violate(inv string, at time.Time, format string, args ...any) {
@@ -326,6 +335,7 @@ func (m *model) process(cutoff time.Time) {
 			delete(m.objects, key)
 			delete(m.removedBy, key)
 			delete(m.unwell, key)
+			delete(m.setBy, key)
 			continue
 		}
 		raw, ok := m.wholeObject(e, old, seen)
@@ -344,6 +354,7 @@ func (m *model) process(cutoff time.Time) {
 		}
 		m.objects[key] = st
 		m.transitions++
+		m.noteSetters(key, old, st, e.User.Username)
 		if strings.HasPrefix(key, "nodes/") {
 			_, was := m.unwell[key]
 			switch sick := !st.ready; {
@@ -366,6 +377,27 @@ func (m *model) process(cutoff time.Time) {
 			m.checkWrite(w, old, st)
 		}
 	}
+}
+
+// noteSetters remembers who added or changed each item of an object.
+func (m *model) noteSetters(key string, old, next objState, user string) {
+	for item, v := range next.items {
+		if was, ok := old.items[item]; ok && was == v {
+			continue
+		}
+		if m.setBy[key] == nil {
+			m.setBy[key] = map[string]string{}
+		}
+		m.setBy[key][item] = user
+	}
+}
+
+// copyBack reports whether an item on an object is nodelink's copy of one
+// the controller removed: README's Limits say one that races a leader
+// change stays. It returns when the controller removed it.
+func (m *model) copyBack(key, item, value string) (time.Time, bool) {
+	r, removed := m.removedBy[key][item]
+	return r.at, removed && r.value == value && m.setBy[key][item] == localfleet.NodelinkUser
 }
 
 // rvOf is the resourceVersion of the object a write left.
@@ -440,7 +472,7 @@ func (m *model) checkWrite(w controllerWrite, old, next objState) {
 			if !slices.ContainsFunc(specs, func(s poolSpecAt) bool { return declares(s, w.obj, item, now) }) {
 				m.violate(invDeclared, w.at, "%s (pid %s) set %s=%q, which no pool spec of the last %s declares", w.obj, w.pid, item, now, declareWindow)
 			}
-			if strings.HasSuffix(item, ":NoExecute") && strings.HasPrefix(w.obj, "nodes/") {
+			if strings.HasSuffix(item, ":NoExecute") {
 				noExecute = append(noExecute, noExecuteWrite{w, item, now})
 			}
 			continue
@@ -449,7 +481,11 @@ func (m *model) checkWrite(w controllerWrite, old, next objState) {
 		m.checkRemoval(w, old, item, was, specs)
 	}
 	for _, nw := range noExecute {
-		m.checkPacing(nw)
+		if strings.HasPrefix(w.obj, "nodes/") {
+			m.noExecute = append(m.noExecute, nw)
+		} else {
+			m.checkPacing(nw, next.nodeRef)
+		}
 	}
 	m.checkBounded(w)
 }
@@ -502,32 +538,35 @@ func (m *model) checkRemoval(w controllerWrite, old objState, item, was string, 
 	}
 }
 
-// checkPacing checks a NoExecute write against the pool's batch and its
-// health gate.
-func (m *model) checkPacing(w noExecuteWrite) {
+// checkPacing checks a batch's start against the pool's batch size and its
+// health gate. A batch writes each Machine, then its Node; a Node whose
+// Machine already held the taint (from the template, or a batch whose Node
+// write failed) completes a batch and starts none, so batches are counted by
+// their Machine writes.
+func (m *model) checkPacing(w noExecuteWrite, node string) {
 	m.checks[invPacing]++
-	m.noExecute = append(m.noExecute, w)
-	nodes := map[string]bool{}
-	for _, x := range m.noExecute {
+	m.batchStarts = append(m.batchStarts, w)
+	machines := map[string]bool{}
+	for _, x := range m.batchStarts {
 		if w.at.Sub(x.at) < m.interval-pacingSlack && !x.at.After(w.at) {
-			nodes[x.obj] = true
+			machines[x.obj] = true
 		}
 	}
-	if len(nodes) > m.batch {
-		m.violate(invPacing, w.at, "NoExecute taints written on %d Nodes within %s (batch %d): %v", len(nodes), m.interval-pacingSlack, m.batch, slices.Sorted(maps.Keys(nodes)))
+	if len(machines) > m.batch {
+		m.violate(invPacing, w.at, "NoExecute batches started on %d Machines within %s (batch %d): %v", len(machines), m.interval-pacingSlack, m.batch, slices.Sorted(maps.Keys(machines)))
 	}
 	if m.faultNear(w.at) {
 		return
 	}
 	m.checks[invHealthGate]++
-	for node, since := range m.unwell {
-		if node == w.obj || !since.Before(w.at.Add(-gateSlack)) {
+	for other, since := range m.unwell {
+		if other == node || !since.Before(w.at.Add(-gateSlack)) {
 			continue
 		}
 		if slices.ContainsFunc(m.noExecute, func(x noExecuteWrite) bool {
-			return x.obj == node && x.item == w.item && x.value == w.value && x.at.Before(since)
+			return x.obj == other && x.item == w.item && x.value == w.value && x.at.Before(since)
 		}) {
-			m.violate(invHealthGate, w.at, "%s got %s=%q while %s, which this rollout tainted, had been NotReady since %s", w.obj, w.item, w.value, node, since.Format("15:04:05.000"))
+			m.violate(invHealthGate, w.at, "a batch started on %s (%s=%q) while %s, which this rollout tainted, had been NotReady since %s", w.obj, w.item, w.value, other, since.Format("15:04:05.000"))
 		}
 	}
 }
@@ -546,7 +585,7 @@ func (m *model) checkHolds() {
 		ws := m.writes
 		if h.noExecuteOnly {
 			ws = nil
-			for _, x := range m.noExecute {
+			for _, x := range m.batchStarts {
 				ws = append(ws, x.controllerWrite)
 			}
 		}
