@@ -141,7 +141,6 @@ func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result 
 		node.Err = fmt.Errorf("node %s not written: machine %s ended %s", t.Node.Name, t.Machine.Name, m.Outcome)
 	default:
 		d.MachineNodeLabels = heldAfter(t.Machine.Spec.ObjectMeta.Labels, m.Changes)
-		d.MachineRemoved = removedFrom(m.Changes)
 		node = a.sync(ctx, ResultKindNode, t.Node, func(o client.Object) Plan {
 			return PlanNode(d, o.(*corev1.Node))
 		}, func() client.Object { return &corev1.Node{} })

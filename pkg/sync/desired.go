@@ -60,12 +60,6 @@ type Desired struct {
 	// removed as delivered (see "Shared items" in doc.go). Unused on
 	// Machines.
 	MachineNodeLabels map[string]string
-	// MachineRemoved, on a Node, names what its Machine's write removed as
-	// delivered by the template and never recorded (Change.Delivered), with
-	// the values removed: nodelink copied them onto the Node, and copies with
-	// the same value are judged as recorded items are (delivered.go). Unused
-	// on Machines.
-	MachineRemoved Reclaim
 }
 
 // Reclaim is what Desired.Reclaim names: label key -> value, and taint

@@ -77,11 +77,6 @@
 // written). Every write names FieldManager, so that the spoke's
 // managedFields tell this controller's writes from everyone else's.
 //
-// An item the pool's MachineSet template delivered to a Machine, and the
-// pool dropped before this controller first planned the Machine, was never
-// recorded; it goes too when the Machine's managedFields show that only the
-// template wrote it, and its Node's copies with it (delivered.go).
-//
 // # Shared items
 //
 // A recorded item may also have been put there by someone else: kubelet

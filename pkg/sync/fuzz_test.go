@@ -1,14 +1,12 @@
 package sync
 
 import (
-	"maps"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -133,19 +131,6 @@ func fuzzRemovable(seed int) func(string) bool {
 		o := fuzzOwner(seed, k)
 		return seed%7 != 6 && (o == fuzzByUs || o == fuzzByDelivery)
 	}
-}
-
-// withDelivered is owned with the Machine's labels the template delivered
-// added: unreserved, and owned by no one but the pool's delivery paths
-// (delivered.go). Such a label goes like a recorded one.
-func withDelivered(owned map[string]bool, observed map[string]string, removable func(string) bool) map[string]bool {
-	out := maps.Clone(owned)
-	for k := range observed {
-		if r, _ := reservedKey(k, false); !r && len(content.IsLabelKey(k)) == 0 && removable(k) {
-			out[k] = true
-		}
-	}
-	return out
 }
 
 // checkLabels asserts invariant 1 for labels (items neither declared nor
@@ -284,11 +269,8 @@ func FuzzPlanMachine(f *testing.F) {
 		if again := PlanMachine(d, after); !again.InSync() {
 			t.Errorf("not in sync after applying %s: %s", p.Patch, again.Patch)
 		}
-		removable := fuzzRemovable(len(junk))
-		checkLabels(t, "spec.metadata label", m.Spec.ObjectMeta.Labels, after.Spec.ObjectMeta.Labels, d.Labels,
-			withDelivered(parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), m.Spec.ObjectMeta.Labels, removable), removable)
-		checkLabels(t, "machine label", m.Labels, after.Labels, d.MachineLabels,
-			withDelivered(parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), m.Labels, removable), removable)
+		checkLabels(t, "spec.metadata label", m.Spec.ObjectMeta.Labels, after.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), fuzzRemovable(len(junk)))
+		checkLabels(t, "machine label", m.Labels, after.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), fuzzRemovable(len(junk)))
 		checkTaints(t, m.Spec.Taints, after.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]))
 		checkRest(t, m, after, func(x *machinev1beta1.Machine) *machinev1beta1.Machine {
 			x = x.DeepCopy()

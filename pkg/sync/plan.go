@@ -63,9 +63,6 @@ type Change struct {
 	// With names, for a Release, the other field managers that own the
 	// item ("unknown" when none is named).
 	With []string
-	// Delivered marks a Remove of an item the pool's MachineSet template
-	// delivered and this controller never recorded (delivered.go).
-	Delivered bool
 }
 
 // Plan is what it takes to bring one Machine or Node in line with a pool.
@@ -90,13 +87,9 @@ func (p Plan) InSync() bool { return p.Patch == nil }
 // PlanNode plans the labels and taints of one Node. It reads n and never
 // modifies it; n must not be nil.
 func PlanNode(d Desired, n *corev1.Node) Plan {
-	// Copies of what the Machine's write removed as delivered are judged as
-	// recorded items are (delivered.go).
-	ownedLabels := copiesOf(parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), d.MachineRemoved.Labels, n.Labels)
-	ownedTaints := copiesOf(parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.MachineRemoved.Taints, taintValues(n.Spec.Taints))
-	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, ownedLabels, d.Reclaim.Labels,
+	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), d.Reclaim.Labels,
 		gosync.OnceValue(func() labelEvidence { return nodeEvidence(n, d.MachineNodeLabels) }), pathLabels)
-	taints := planTaints(n.Spec.Taints, d.Taints, ownedTaints, d.Deferred, d.Reclaim.Taints)
+	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.Deferred, d.Reclaim.Taints)
 
 	annotations := map[string]any{}
 	recordOwned(annotations, n.Annotations, AnnotationOwnedLabels, labels.record)
@@ -119,17 +112,9 @@ func PlanNode(d Desired, n *corev1.Node) Plan {
 // modifies it; m must not be nil.
 func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
 	evidence := gosync.OnceValue(func() labelEvidence { return machineEvidence(m) })
-	owned := delivered{machineLabels: parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]),
-		nodeLabels: parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), taints: parseOwnedTaints(m.Annotations[AnnotationOwnedTaints])}
-	// Items the template delivered but were never recorded go like recorded
-	// ones (delivered.go).
-	dv, needsRead := deliveredItems(d, m, owned, evidence)
-	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, union(owned.machineLabels, dv.machineLabels), nil, evidence, pathLabels)
-	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, union(owned.nodeLabels, dv.nodeLabels), nil, evidence, pathMachineNodeLabels)
-	taints := planTaints(m.Spec.Taints, d.Taints, union(owned.taints, dv.taints), d.Deferred, nil)
-	markDelivered(machineLabels.changes, KindMachineLabel, dv.machineLabels)
-	markDelivered(nodeLabels.changes, KindNodeLabel, dv.nodeLabels)
-	markDelivered(taints.changes, KindTaint, dv.taints)
+	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), nil, evidence, pathLabels)
+	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), nil, evidence, pathMachineNodeLabels)
+	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]), d.Deferred, nil)
 
 	annotations := map[string]any{}
 	recordOwned(annotations, m.Annotations, AnnotationOwnedMachineLabels, machineLabels.record)
@@ -147,7 +132,7 @@ func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
 		spec["taints"] = taintsPatch(taints.list)
 	}
 	p := buildPlan(m.ResourceVersion, metadata, spec, machineLabels.changes, nodeLabels.changes, taints.changes)
-	p.NeedsRead = machineLabels.needsRead || nodeLabels.needsRead || needsRead
+	p.NeedsRead = machineLabels.needsRead || nodeLabels.needsRead
 	return p
 }
 
