@@ -114,9 +114,9 @@ func stateOf(resource string, o *histObject) objState {
 	record(nmsync.AnnotationOwnedLabels, "label/")
 	record(nmsync.AnnotationOwnedTaints, "taint/")
 	record(nmsync.AnnotationOwnedMachineLabels, "mlabel/")
-	labelPath := []string{"f:metadata", "f:labels"}
+	labelPaths := map[string][]string{"label/": {"f:metadata", "f:labels"}}
 	if resource == "machines" {
-		labelPath = []string{"f:spec", "f:metadata", "f:labels"}
+		labelPaths = map[string][]string{"label/": {"f:spec", "f:metadata", "f:labels"}, "mlabel/": {"f:metadata", "f:labels"}}
 	}
 	for _, mf := range o.Metadata.ManagedFields {
 		if mf.FieldsV1 == nil {
@@ -126,15 +126,17 @@ func stateOf(resource string, o *histObject) objState {
 		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
 			continue
 		}
-		var node any = fields
-		for _, p := range labelPath {
+		for prefix, path := range labelPaths {
+			var node any = fields
+			for _, p := range path {
+				m, _ := node.(map[string]any)
+				node = m[p]
+			}
 			m, _ := node.(map[string]any)
-			node = m[p]
-		}
-		m, _ := node.(map[string]any)
-		for k := range m {
-			if key, ok := strings.CutPrefix(k, "f:"); ok {
-				st.owners["label/"+key] = append(st.owners["label/"+key], mf.Manager)
+			for k := range m {
+				if key, ok := strings.CutPrefix(k, "f:"); ok {
+					st.owners[prefix+key] = append(st.owners[prefix+key], mf.Manager)
+				}
 			}
 		}
 	}
@@ -239,6 +241,7 @@ type model struct {
 	spokeFaults   []interval                   // when the spoke or its path misbehaved
 	unwell        map[string]time.Time         // Node -> since when it is NotReady
 	setBy         map[string]map[string]string // object -> item -> who last added or changed it
+	everOwned     map[string]map[string]bool   // object -> items its owned record ever named
 	transitions   int
 	checks        map[string]int
 	violations    []violation
@@ -280,7 +283,7 @@ type freeze struct {
 
 func newModel(spoke string, batch int, interval time.Duration) *model {
 	return &model{spoke: spoke, batch: batch, interval: interval, objects: map[string]objState{},
-		removedBy: map[string]map[string]removal{}, checks: map[string]int{}, unwell: map[string]time.Time{}, setBy: map[string]map[string]string{}}
+		removedBy: map[string]map[string]removal{}, checks: map[string]int{}, unwell: map[string]time.Time{}, setBy: map[string]map[string]string{}, everOwned: map[string]map[string]bool{}}
 }
 
 func (m *model) violate(inv string, at time.Time, format string, args ...any) {
@@ -336,6 +339,7 @@ func (m *model) process(cutoff time.Time) {
 			delete(m.removedBy, key)
 			delete(m.unwell, key)
 			delete(m.setBy, key)
+			delete(m.everOwned, key)
 			continue
 		}
 		raw, ok := m.wholeObject(e, old, seen)
@@ -381,6 +385,12 @@ func (m *model) process(cutoff time.Time) {
 
 // noteSetters remembers who added or changed each item of an object.
 func (m *model) noteSetters(key string, old, next objState, user string) {
+	for item := range next.owned {
+		if m.everOwned[key] == nil {
+			m.everOwned[key] = map[string]bool{}
+		}
+		m.everOwned[key][item] = true
+	}
 	for item, v := range next.items {
 		if was, ok := old.items[item]; ok && was == v {
 			continue
@@ -398,6 +408,25 @@ func (m *model) noteSetters(key string, old, next objState, user string) {
 func (m *model) copyBack(key, item, value string) (time.Time, bool) {
 	r, removed := m.removedBy[key][item]
 	return r.at, removed && r.value == value && m.setBy[key][item] == localfleet.NodelinkUser
+}
+
+// neverRecorded reports whether an item on an object came from the pool's
+// MachineSet template (on a Machine: the creator alone owns the label, or it
+// is a taint, which no foreign writer of the suite sets on Machines; on a
+// Node: nodelink copied it) and the controller's record never named it:
+// README's Limits say one the pool dropped before that stays.
+func (m *model) neverRecorded(key, item string, st objState) bool {
+	if m.everOwned[key][item] {
+		return false
+	}
+	if strings.HasPrefix(key, "nodes/") {
+		return m.setBy[key][item] == localfleet.NodelinkUser
+	}
+	if strings.HasPrefix(item, "taint/") {
+		return true
+	}
+	owners := st.owners[item]
+	return len(owners) > 0 && !slices.ContainsFunc(owners, func(o string) bool { return o != localfleet.MachineSetFieldManager })
 }
 
 // rvOf is the resourceVersion of the object a write left.

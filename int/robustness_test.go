@@ -177,6 +177,7 @@ type rbRun struct {
 	stepLog  []stepRecord
 	// leaderChanges are when a leader was killed, frozen or exited.
 	leaderChanges []time.Time
+	allowed       map[string]bool
 }
 
 type heal struct {
@@ -1105,10 +1106,16 @@ func (r *rbRun) objectProblems(sp *rbSpoke, key string, st objState, declared ma
 			}
 			continue
 		}
+		if sp.model.neverRecorded(key, item, st) {
+			// README, Limits: an item the template delivered and the pool
+			// dropped before the controller recorded it stays.
+			r.allow("template item dropped before it was recorded", key, item)
+			continue
+		}
 		if removed, ok := sp.model.copyBack(key, item, got); ok && slices.ContainsFunc(r.leaderChanges, func(at time.Time) bool { return at.After(removed) }) {
 			// README, Limits: a nodelink copy-back that races a leader
 			// change stays, as someone else's.
-			r.res.allowances["nodelink copy-back of a removed item after a leader change"]++
+			r.allow("nodelink copy-back of a removed item after a leader change", key, item)
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s %s: %s=%q is undeclared and still there", sp.s.Name, key, item, got))
@@ -1123,6 +1130,19 @@ func (r *rbRun) objectProblems(sp *rbSpoke, key string, st objState, declared ma
 		}
 	}
 	return out
+}
+
+// allow counts an item a documented limit excuses, once per object and item.
+func (r *rbRun) allow(limit, key, item string) {
+	id := limit + "|" + key + "|" + item
+	if r.allowed[id] {
+		return
+	}
+	if r.allowed == nil {
+		r.allowed = map[string]bool{}
+	}
+	r.allowed[id] = true
+	r.res.allowances[limit]++
 }
 
 // fail records a violation with the step that preceded it.
