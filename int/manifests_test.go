@@ -431,13 +431,18 @@ func checkMetricNames(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// exportedMetrics returns the names of the metrics pkg/fleet and pkg/remote
-// register.
+// exportedMetrics returns the names of the metrics the binary exports of its
+// own: pkg/fleet's and pkg/remote's, and the manager's.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := metricnames.NewRecorder()
 	fleet.NewMetrics(rec)
 	remote.NewMetrics(rec)
+	for _, c := range fleet.ManagerCollectors() {
+		if err := rec.Register(c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if len(rec.Names) == 0 {
 		t.Fatal("no metrics registered by pkg/fleet and pkg/remote")
 	}

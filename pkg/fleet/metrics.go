@@ -213,6 +213,14 @@ func (m *Metrics) State(cluster string) string {
 	return m.states[cluster]
 }
 
+// ManagerCollectors are the metrics the binary exports beside NewMetrics's
+// and pkg/remote's: those NewManager registers for its heap releaser and
+// its standby when they run. Tests that check every name alerts and
+// dashboards use list these with NewMetrics's.
+func ManagerCollectors() []prometheus.Collector {
+	return []prometheus.Collector{newHeapReleases(), newStandbyWarmups()}
+}
+
 // newHeapReleases makes heap_releases_total, which NewManager's heapReleaser counts in.
 func newHeapReleases() prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "heap_releases_total",

@@ -31,8 +31,9 @@ func exportedMetrics() map[string]bool {
 	r := metricnames.NewRecorder()
 	NewMetrics(r)
 	remote.NewMetrics(r)
-	register(r, newHeapReleases())
-	register(r, newStandbyWarmups())
+	for _, c := range ManagerCollectors() {
+		register(r, c)
+	}
 	return r.Names
 }
 
