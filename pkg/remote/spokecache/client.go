@@ -30,7 +30,7 @@ type KindClient struct {
 // user-agent and bearer-token wrappers then pass it on as it is, where each would clone it
 // (request and header) to add its own, for as long as it is in flight (see watchHeader). A
 // kubeconfig with impersonation or a username and password still has a wrapper that clones.
-func (kc *KindClient) Request(r *rest.Request, namespace string) *rest.Request {
+func (kc *KindClient) request(r *rest.Request, namespace string) *rest.Request {
 	r = r.NamespaceIfScoped(namespace, kc.spec.namespace != "").Resource(kc.spec.resource)
 	kc.header.each(func(k, v string) { r = r.SetHeader(k, v) })
 	return r
@@ -40,7 +40,7 @@ func (kc *KindClient) Request(r *rest.Request, namespace string) *rest.Request {
 // for a list or a watch.
 func (kc *KindClient) listRequest(o *metav1.ListOptions) *rest.Request {
 	o.LabelSelector = kc.spec.selector
-	return kc.Request(kc.rc.Get(), kc.spec.namespace).VersionedParams(o, metav1.ParameterCodec)
+	return kc.request(kc.rc.Get(), kc.spec.namespace).VersionedParams(o, metav1.ParameterCodec)
 }
 
 // list lists the kind with o, asking for accept ("": the client's own), and returns the
@@ -89,7 +89,7 @@ func (kc *KindClient) Kind() schema.GroupVersionKind { return kc.spec.gvk }
 
 // Get reads one object live, with the caller's deadline.
 func (kc *KindClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return kc.Request(kc.rc.Get(), key.Namespace).Name(key.Name).
+	return kc.request(kc.rc.Get(), key.Namespace).Name(key.Name).
 		VersionedParams((&client.GetOptions{}).ApplyOptions(opts).AsGetOptions(), metav1.ParameterCodec).
 		Do(ctx).Into(obj)
 }
@@ -97,7 +97,7 @@ func (kc *KindClient) Get(ctx context.Context, key client.ObjectKey, obj client.
 // List lists the kind live, with the caller's deadline.
 func (kc *KindClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
-	return kc.Request(kc.rc.Get(), lo.Namespace).
+	return kc.request(kc.rc.Get(), lo.Namespace).
 		VersionedParams(lo.AsListOptions(), metav1.ParameterCodec).
 		Do(ctx).Into(list)
 }
@@ -114,7 +114,7 @@ func (kc *KindClient) Patch(ctx context.Context, obj client.Object, patch client
 	if err != nil {
 		return err
 	}
-	body, err := kc.Request(kc.rc.Patch(patch.Type()), obj.GetNamespace()).Name(obj.GetName()).
+	body, err := kc.request(kc.rc.Patch(patch.Type()), obj.GetNamespace()).Name(obj.GetName()).
 		VersionedParams((&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions(), metav1.ParameterCodec).
 		SetHeader("Accept", patchAccept).Body(data).Stream(ctx)
 	if err != nil {
