@@ -164,8 +164,12 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// scrapeClient gives up on a replica that does not answer (one stopped
+// with SIGSTOP, say).
+var scrapeClient = &http.Client{Timeout: 5 * time.Second}
+
 func (p *controllerProcess) scrape() (string, error) {
-	resp, err := http.Get(p.metrics)
+	resp, err := scrapeClient.Get(p.metrics)
 	if err != nil {
 		return "", err
 	}

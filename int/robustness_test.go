@@ -17,13 +17,10 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -279,23 +276,10 @@ func (r *rbRun) ensureReplicas() {
 	}
 }
 
-var scrapeClient = &http.Client{Timeout: time.Second}
-
-var leaderGauge = regexp.MustCompile(`leader_election_master_status\{name="hub-node-metadata[^"]*"\} 1`)
-
 // leader returns the replica that reports itself leader, or nil.
 func (r *rbRun) leader() *replica {
 	for _, x := range r.replicas {
-		if x.exited.Load() || x.frozen.Load() {
-			continue
-		}
-		resp, err := scrapeClient.Get(x.p.metrics)
-		if err != nil {
-			continue
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if leaderGauge.Match(body) {
+		if !x.exited.Load() && !x.frozen.Load() && isLeader(x.p) {
 			return x
 		}
 	}
@@ -1237,7 +1221,7 @@ func robustnessReport(results []*rbResult) string {
 	commit, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
 	fmt.Fprintf(&b, "# Robustness runs\n\n")
 	fmt.Fprintf(&b, "Written by `make robustness` (int/robustness_test.go) at %s, on %s at %s (%s, %d CPUs). What the suite does and how to read this: [tests.md](tests.md#the-robustness-suite).\n\n",
-		strings.TrimSpace(string(commit)), host, time.Now().UTC().Format("2006-01-02 15:04 UTC"), goVersion(), numCPU())
+		strings.TrimSpace(string(commit)), host, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.Version(), runtime.NumCPU())
 	drawn := "drawn at random by the suite"
 	if os.Getenv("ROBUSTNESS_SEEDS") != "" {
 		drawn = "replayed (ROBUSTNESS_SEEDS)"
@@ -1280,7 +1264,3 @@ func robustnessReport(results []*rbResult) string {
 	}
 	return b.String()
 }
-
-func goVersion() string { return runtime.Version() }
-
-func numCPU() int { return runtime.NumCPU() }
