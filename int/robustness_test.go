@@ -1002,11 +1002,20 @@ func (r *rbRun) quietProblems() []string {
 		if err != nil {
 			return []string{err.Error()}
 		}
+		// A refused pool writes nothing: its objects stay as its last valid
+		// spec left them, a paced rollout of it perhaps half done, so only
+		// others' items are checked on them.
+		declared := func(items map[string]string) map[string]string {
+			if sp.invalid {
+				return nil
+			}
+			return items
+		}
 		for i := range machines {
-			out = append(out, r.objectProblems(sp, "machines/"+machines[i].Name, machineState(&machines[i]), spec.machine)...)
+			out = append(out, r.objectProblems(sp, "machines/"+machines[i].Name, machineState(&machines[i]), declared(spec.machine))...)
 		}
 		for i := range nodes {
-			out = append(out, r.objectProblems(sp, "nodes/"+nodes[i].Name, nodeState(&nodes[i]), spec.node)...)
+			out = append(out, r.objectProblems(sp, "nodes/"+nodes[i].Name, nodeState(&nodes[i]), declared(spec.node))...)
 		}
 		out = append(out, r.statusProblems(ctx, sp)...)
 	}
@@ -1068,7 +1077,8 @@ func machineState(m *machinev1beta1.Machine) objState {
 
 // objectProblems compares one object with the model: declared items hold
 // the pool's value, pool items it does not declare are gone (or someone
-// else's), foreign items hold what their writer left.
+// else's), foreign items hold what their writer left. With declared nil (a
+// refused pool) only the foreign items are.
 func (r *rbRun) objectProblems(sp *rbSpoke, key string, st objState, declared map[string]string) []string {
 	var out []string
 	for item, v := range declared {
@@ -1077,17 +1087,11 @@ func (r *rbRun) objectProblems(sp *rbSpoke, key string, st objState, declared ma
 		}
 	}
 	for item, got := range st.items {
-		if _, ok := declared[item]; ok || !poolItem(item) {
+		if _, ok := declared[item]; ok || !poolItem(item) || declared == nil {
 			continue
 		}
 		if st.owned[item] {
 			out = append(out, fmt.Sprintf("%s %s: %s=%q is undeclared but still in the owned record", sp.s.Name, key, item, got))
-			continue
-		}
-		if rbShared[item] {
-			if strings.HasPrefix(item, "label/") && !slices.ContainsFunc(st.owners[item], func(m string) bool { return !deliveryManagers[m] }) {
-				out = append(out, fmt.Sprintf("%s %s: %s=%q is undeclared and no one else owns it", sp.s.Name, key, item, got))
-			}
 			continue
 		}
 		if sp.model.neverRecorded(key, item, st) {
@@ -1100,6 +1104,12 @@ func (r *rbRun) objectProblems(sp *rbSpoke, key string, st objState, declared ma
 			// README, Limits: a nodelink copy-back that races a leader
 			// change stays, as someone else's.
 			r.allow("nodelink copy-back of a removed item after a leader change", key, item)
+			continue
+		}
+		if rbShared[item] {
+			if strings.HasPrefix(item, "label/") && !slices.ContainsFunc(st.owners[item], func(m string) bool { return !deliveryManagers[m] }) {
+				out = append(out, fmt.Sprintf("%s %s: %s=%q is undeclared and no one else owns it", sp.s.Name, key, item, got))
+			}
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s %s: %s=%q is undeclared and still there", sp.s.Name, key, item, got))
