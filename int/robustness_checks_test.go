@@ -52,7 +52,9 @@ func (w hw) event(rv int) localfleet.AuditEvent {
 	if w.machine != "" {
 		mc := &machinev1beta1.Machine{TypeMeta: metav1.TypeMeta{Kind: "Machine", APIVersion: "machine.openshift.io/v1beta1"}}
 		mc.Name, mc.ResourceVersion, mc.Spec.Taints = w.machine, strconv.Itoa(rv), w.taints
-		mc.Status.NodeRef = &corev1.ObjectReference{Name: e.ObjectRef.Name}
+		if e.ObjectRef.Name != "-" {
+			mc.Status.NodeRef = &corev1.ObjectReference{Name: e.ObjectRef.Name}
+		}
 		e.ObjectRef.Resource, e.ObjectRef.Name = "machines", w.machine
 		e.ResponseObject, _ = json.Marshal(mc)
 		return e
@@ -147,6 +149,13 @@ func TestRobustnessChecks(t *testing.T) {
 				{who: "machineset-controller", machine: "m1", node: "n1"}, {who: "machineset-controller", machine: "m2", node: "n2"},
 				{at: time.Second, who: "pid 1", machine: "m1", node: "n1", taints: []corev1.Taint{x0("a")}},
 				{at: 5 * time.Second, who: "pid 1", machine: "m2", node: "n2", taints: []corev1.Taint{x0("a")}},
+			}},
+		{name: "a Machine without a Node is in no batch",
+			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
+			writes: []hw{
+				{who: "machineset-controller", machine: "m1", node: "n1"}, {who: "machineset-controller", machine: "m2", node: "-"},
+				{at: time.Second, who: "pid 1", machine: "m1", node: "n1", taints: []corev1.Taint{x0("a")}},
+				{at: 2 * time.Second, who: "pid 1", machine: "m2", node: "-", taints: []corev1.Taint{x0("a")}},
 			}},
 		{name: "Nodes whose Machines the template tainted complete no batch's count",
 			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
