@@ -157,6 +157,14 @@ func TestRobustnessChecks(t *testing.T) {
 				{at: time.Second, who: "pid 1", machine: "m1", node: "n1", taints: []corev1.Taint{x0("a")}},
 				{at: 2 * time.Second, who: "pid 1", machine: "m2", node: "-", taints: []corev1.Taint{x0("a")}},
 			}},
+		{name: "a Machine whose Node holds the taint already completes a batch",
+			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
+			writes: []hw{
+				{who: "machineset-controller", machine: "m1", node: "n1"}, {who: "machineset-controller", machine: "m2", node: "n2"},
+				{who: "nodelink", node: "n2", taints: []corev1.Taint{x0("a")}},
+				{at: time.Second, who: "pid 1", machine: "m1", node: "n1", taints: []corev1.Taint{x0("a")}},
+				{at: 2 * time.Second, who: "pid 1", machine: "m2", node: "n2", taints: []corev1.Taint{x0("a")}},
+			}},
 		{name: "Nodes whose Machines the template tainted complete no batch's count",
 			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
 			writes: []hw{

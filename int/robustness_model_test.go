@@ -196,7 +196,7 @@ var invariantDocs = [][2]string{
 	{invRemoval, "an item the controller removes was in its owned record and, for a label, owned by no one but a delivery path (the controller, the MachineSet controller, nodelink), or is a nodelink copy-back of a value it removed within two minutes; and the pool did not declare it throughout the last " + declareWindow.String()},
 	{invOneWriter, "two consecutive writes to a spoke from different replicas are at least " + handoverGap.String() + " apart (the Lease's duration minus its renew deadline, less slack): no two replicas write at once"},
 	{invFrozen, "a replica resumed from SIGSTOP, after another replica wrote while it was stopped, writes nothing in the Lease duration after it resumes"},
-	{invPacing, "no window of (interval - " + pacingSlack.String() + ") holds more NoExecute batch starts (the controller's writes of a new NoExecute taint on a Machine that has a Node, a batch's first write) than the pool's batch"},
+	{invPacing, "no window of (interval - " + pacingSlack.String() + ") holds more NoExecute batch starts (the controller's writes of a new NoExecute taint on a Machine whose Node lacks it, a batch's first write) than the pool's batch"},
 	{invHealthGate, "no NoExecute batch starts while a Node the same rollout tainted (while it was Ready) has been NotReady for " + gateSlack.String() + " (outside " + faultShadow.String() + " after a spoke fault)"},
 	{invHeld, "nothing is written to a spoke while its pool or cluster is paused, hibernating, relocating or reconcile-paused, and no NoExecute batch starts while the pool's window is closed, from " + holdSlack.String() + " after the hold is set (outside " + faultShadow.String() + " after a spoke fault)"},
 	{invBounded, "no object gets more than " + strconv.Itoa(maxPatchesPerWindow) + " patches from the controller in any " + patchWindow.String()},
@@ -513,10 +513,13 @@ func (m *model) checkWrite(w controllerWrite, old, next objState) {
 		switch {
 		case strings.HasPrefix(w.obj, "nodes/"):
 			m.noExecute = append(m.noExecute, nw)
-		case next.nodeRef != "":
+		case next.nodeRef != "" && m.objects[next.nodeRef].items[nw.item] != nw.value:
 			m.checkPacing(nw, next.nodeRef)
 		}
 		// A Machine without a Node yet evicts nothing: it is in no batch.
+		// One whose Node holds the taint already (nodelink copied it, or a
+		// batch's Node write came first) completes a batch: the eviction
+		// happened then.
 	}
 	m.checkBounded(w)
 }
@@ -573,7 +576,7 @@ func (m *model) checkRemoval(w controllerWrite, old objState, item, was string, 
 // health gate. A batch writes each Machine, then its Node; a Node whose
 // Machine already held the taint (from the template, or a batch whose Node
 // write failed) completes a batch and starts none, so batches are counted by
-// their Machine writes, of Machines with a Node.
+// their Machine writes, of Machines with a Node that lacks the taint.
 func (m *model) checkPacing(w noExecuteWrite, node string) {
 	m.checks[invPacing]++
 	m.batchStarts = append(m.batchStarts, w)
