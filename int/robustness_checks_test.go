@@ -180,6 +180,15 @@ func TestRobustnessChecks(t *testing.T) {
 				{at: 2 * time.Second, who: "kubelet", node: "n1", taints: []corev1.Taint{x0("a")}, notReady: true},
 				{at: 10 * time.Second, who: "pid 1", machine: "m2", node: "n2", taints: []corev1.Taint{x0("a")}},
 			}},
+		{name: "a batch while a Node an earlier rollout of the same value tainted is NotReady",
+			specs: map[time.Duration]map[string]string{0: {"taint/" + rbPrefix + "x0:NoExecute": "a"}, 1500 * time.Millisecond: {}, 5 * time.Second: {"taint/" + rbPrefix + "x0:NoExecute": "a"}},
+			writes: []hw{
+				{who: "kubelet", node: "n1"}, {who: "machineset-controller", machine: "m2", node: "n2"},
+				{at: time.Second, who: "pid 1", node: "n1", taints: []corev1.Taint{x0("a")}, ownedT: rbPrefix + "x0:NoExecute"},
+				{at: 2 * time.Second, who: "pid 1", node: "n1"},
+				{at: 3 * time.Second, who: "kubelet", node: "n1", notReady: true},
+				{at: 10 * time.Second, who: "pid 1", machine: "m2", node: "n2", taints: []corev1.Taint{x0("a")}},
+			}},
 		{name: "two replicas write 100 ms apart", want: []string{invOneWriter}, writes: []hw{
 			{who: "kubelet"},
 			{at: time.Second, who: "pid 1", labels: map[string]string{p0: "a"}, owned: p0},

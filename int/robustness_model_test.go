@@ -594,8 +594,8 @@ func (m *model) checkPacing(w noExecuteWrite, node string) {
 	}
 	m.checks[invHealthGate]++
 	for other, since := range m.unwell {
-		if other == node || !since.Before(w.at.Add(-gateSlack)) {
-			continue
+		if other == node || !since.Before(w.at.Add(-gateSlack)) || m.objects[other].items[w.item] != w.value {
+			continue // not this rollout's: the Node does not hold the taint now
 		}
 		if slices.ContainsFunc(m.noExecute, func(x noExecuteWrite) bool {
 			return x.obj == other && x.item == w.item && x.value == w.value && x.at.Before(since)
