@@ -1246,7 +1246,11 @@ func robustnessReport(results []*rbResult) string {
 		strings.Join(leaseFlags, " "), strings.Join(rbFlags, " "), rbNodes, rbBatch, rbInterval)
 	fmt.Fprintf(&b, "## Seeds\n\n| seed | traffic | wall | steps | faults | quiet points | writes checked | violations |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %d | %d | %d | %d |\n", r.seed, r.duration, r.wall.Round(time.Second), sum(r.steps), sum(r.faults), r.quiet, r.writes, len(r.violations))
+		v := strconv.Itoa(len(r.violations))
+		if r.failed && len(r.violations) == 0 {
+			v = "0, but the seed failed (see the test's log)"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %d | %d | %d | %s |\n", r.seed, r.duration, r.wall.Round(time.Second), sum(r.steps), sum(r.faults), r.quiet, r.writes, v)
 	}
 	table := func(title string, m map[string]int) {
 		fmt.Fprintf(&b, "\n## %s\n\n| kind | count |\n|---|---|\n", title)
