@@ -236,7 +236,15 @@ func checkHeartbeats(ctx context.Context, t *testing.T, s *localfleet.Spoke, nod
 		if i > 0 {
 			time.Sleep(1100 * time.Millisecond) // a heartbeat time is kept to the second
 		}
-		if err := s.PostNodeStatus(ctx, name, localfleet.WorkerStatus(name, 0, time.Now())); err != nil {
+		// NotReady: the local fleet's Nodes register Ready with a worker's
+		// status, and the first post must change what a record keeps.
+		st := localfleet.WorkerStatus(name, 0, time.Now())
+		for j := range st.Conditions {
+			if st.Conditions[j].Type == corev1.NodeReady {
+				st.Conditions[j].Status = corev1.ConditionFalse
+			}
+		}
+		if err := s.PostNodeStatus(ctx, name, st); err != nil {
 			t.Fatal(err)
 		}
 	}
