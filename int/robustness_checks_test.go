@@ -64,7 +64,7 @@ func (w hw) event(rv int) localfleet.AuditEvent {
 	n.Annotations = map[string]string{nmsync.AnnotationOwnedLabels: w.owned, nmsync.AnnotationOwnedTaints: w.ownedT}
 	for _, key := range slices.Sorted(maps.Keys(w.owners)) {
 		fields, _ := json.Marshal(map[string]any{"f:metadata": map[string]any{"f:labels": map[string]any{"f:" + key: map[string]any{}}}})
-		n.ManagedFields = append(n.ManagedFields, metav1.ManagedFieldsEntry{Manager: w.owners[key], FieldsV1: &metav1.FieldsV1{Raw: fields}})
+		n.ManagedFields = append(n.ManagedFields, metav1.ManagedFieldsEntry{Manager: w.owners[key], FieldsV1: metav1.NewFieldsV1(string(fields))})
 	}
 	if w.notReady {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}

@@ -123,7 +123,7 @@ func stateOf(resource string, o *histObject) objState {
 			continue
 		}
 		var fields map[string]any
-		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		for prefix, path := range labelPaths {
@@ -155,9 +155,8 @@ func stateOf(resource string, o *histObject) objState {
 // poolSpecAt is one valid spec of a spoke's pool, from when it was written:
 // the items it declares on Nodes and on Machines.
 type poolSpecAt struct {
-	at              time.Time
-	node, machine   map[string]string
-	noExecuteValues map[string]string // NoExecute taint items
+	at            time.Time
+	node, machine map[string]string
 }
 
 // violation is one broken invariant.
