@@ -56,14 +56,23 @@ func TestHeapReleaserReturnsFreeHeap(t *testing.T) {
 
 	_, before := readHeap()
 	h.allocs = []uint64{before}
-	burst()
-	h.tick() // the burst's 256 MiB count as this interval's: it may be reused soon
+	// The runtime's scavenger may return a burst's heap itself before the
+	// test looks (seen once on a loaded 2-core machine): burst again, up to
+	// three times, until the heap holds enough free for the releaser to
+	// return.
+	var free uint64
+	for range 3 {
+		burst()
+		if free, _ = readHeap(); free >= 64<<20 {
+			break
+		}
+	}
+	h.tick() // the bursts count as this interval's allocations: they may be reused soon
 	if releases != 0 {
 		t.Fatalf("released while allocating fast (%d)", releases)
 	}
-	free, _ := readHeap()
 	if free < 64<<20 {
-		t.Fatalf("free heap after a 256 MiB burst: %d MiB, want at least 64", free>>20)
+		t.Fatalf("free heap after three 256 MiB bursts: %d MiB, want at least 64", free>>20)
 	}
 	// Quiet since: the burst leaves the 30 s window (3 ticks) at the third tick.
 	for i := 1; i <= 3; i++ {
