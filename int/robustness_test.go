@@ -416,11 +416,11 @@ var rbValues = []string{"a", "b", "c"}
 func (r *rbRun) editPool(sp *rbSpoke) string {
 	at := time.Now()
 	mutate := func(spec *hivev1.MachinePoolSpec) {
-		spec.Labels = cloneMap(sp.labels)
+		spec.Labels = maps.Clone(sp.labels)
 		if sp.invalid {
 			spec.Labels["kubernetes.io/rb-invalid"] = "x"
 		}
-		spec.MachineLabels = cloneMap(sp.machineLabels)
+		spec.MachineLabels = maps.Clone(sp.machineLabels)
 		spec.Taints = slices.Clone(sp.taints)
 	}
 	if !sp.invalid {
@@ -453,14 +453,6 @@ func (r *rbRun) editPool(sp *rbSpoke) string {
 		return fmt.Sprintf("(%d tries)", tries)
 	}
 	return ""
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func (r *rbRun) setOrDrop(m map[string]string, key string, a int) string {
@@ -765,11 +757,17 @@ func (r *rbRun) faultFor(a int) time.Duration {
 	return time.Duration(2000+a%8000) * time.Millisecond
 }
 
-func (r *rbRun) killLeader(_ *rbSpoke, a, _ int) string {
+// faultyLeader is the leader to fault, or nil while a leader fault is
+// still to be lifted or none leads.
+func (r *rbRun) faultyLeader() *replica {
 	if r.healing("leader") {
-		return ""
+		return nil
 	}
-	x := r.leader()
+	return r.leader()
+}
+
+func (r *rbRun) killLeader(_ *rbSpoke, a, _ int) string {
+	x := r.faultyLeader()
 	if x == nil {
 		return ""
 	}
@@ -780,10 +778,7 @@ func (r *rbRun) killLeader(_ *rbSpoke, a, _ int) string {
 }
 
 func (r *rbRun) freezeLeader(_ *rbSpoke, a, _ int) string {
-	if r.healing("leader") {
-		return ""
-	}
-	x := r.leader()
+	x := r.faultyLeader()
 	if x == nil {
 		return ""
 	}
