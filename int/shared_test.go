@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -253,4 +256,110 @@ func spokeSnapshot(t *testing.T, ctx context.Context, s *localfleet.Spoke) map[s
 		out["nodes/"+n.Name] = objectItems{labels: n.Labels, annotations: foreign(n.Annotations), taints: taints(n.Spec.Taints)}
 	}
 	return out
+}
+
+// TestTemplateItemsDroppedBeforeRecorded: a Machine created from the
+// template while no controller ran holds the pool's label and taint, and
+// nodelink copied them onto its Node; the pool drops both before the
+// controller first sees the Machine, so its record never names them. They
+// are the pool's (the template delivered them; no one touched them since),
+// and go from the Machine and the Node; what others set on them stays, and
+// so does what the installer keeps in the template (an edge pool's role
+// label and taint). Found by the robustness suite (seed 345968420).
+func TestTemplateItemsDroppedBeforeRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 4*time.Minute)
+	f := startFleet(t, ctx, 1)
+	s := f.Spokes()[0]
+	addInfraPool(t, ctx, s, 1)
+	runNodelink(t, ctx, s, 0)
+	const key = "example.com/late"
+	late := localfleet.Taint(key, "1", corev1.TaintEffectNoSchedule)
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
+		spec.Labels[key] = "1"
+		spec.MachineLabels = map[string]string{key: "1"}
+		spec.Taints = append(spec.Taints, late)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const edge = "node-role.kubernetes.io/edge"
+	edgeTaint := localfleet.Taint(edge, "", corev1.TaintEffectNoSchedule)
+	installerItems := func() {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			ms := &machinev1beta1.MachineSet{}
+			if err := s.Admin.Get(ctx, client.ObjectKey{Namespace: nmsync.MachineAPINamespace, Name: s.InfraID + "-infra-" + localfleet.Zone}, ms); err != nil {
+				return err
+			}
+			tmpl := &ms.Spec.Template.Spec
+			if tmpl.ObjectMeta.Labels == nil {
+				tmpl.ObjectMeta.Labels = map[string]string{}
+			}
+			tmpl.ObjectMeta.Labels[edge] = ""
+			tmpl.Taints = append(tmpl.Taints, edgeTaint)
+			return s.Admin.Update(ctx, ms)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	installerItems()
+	added, err := s.ScaleUp(ctx, "infra", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := s.JoinNode(ctx, added[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := func() bool {
+		n := &corev1.Node{}
+		return s.Admin.Get(ctx, client.ObjectKeyFromObject(node), n) == nil && hasLabel(key, "1")(*n) && hasTaint(key, "1", corev1.TaintEffectNoSchedule)(*n)
+	}
+	waitFor(t, "nodelink copies the template's items onto the new Node", time.Minute, copied)
+	// Someone else's items on the same objects.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m := &machinev1beta1.Machine{}
+		if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(added[0]), m); err != nil {
+			return err
+		}
+		m.Labels["example.com/by-hand"] = "1"
+		return s.Admin.Update(ctx, m, client.FieldOwner("kubectl-label"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdatePool(ctx, "infra", func(spec *hivev1.MachinePoolSpec) {
+		delete(spec.Labels, key)
+		spec.MachineLabels = nil
+		spec.Taints = slices.DeleteFunc(spec.Taints, func(x corev1.Taint) bool { return x.Key == key })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	installerItems() // the pool's new template, as the installer made it
+
+	startInSync(t, ctx, f, testOptions(), s)
+	waitFor(t, "the dropped items leave the new Machine and its Node", time.Minute, func() bool {
+		m, n := &machinev1beta1.Machine{}, &corev1.Node{}
+		if s.Admin.Get(ctx, client.ObjectKeyFromObject(added[0]), m) != nil || s.Admin.Get(ctx, client.ObjectKeyFromObject(node), n) != nil {
+			return false
+		}
+		_, machineLabel := m.Labels[key]
+		_, nodeLabel := m.Spec.ObjectMeta.Labels[key]
+		machineTaint := slices.ContainsFunc(m.Spec.Taints, func(x corev1.Taint) bool { return x.Key == key })
+		return !machineLabel && !nodeLabel && !machineTaint && lacksLabel(key)(*n) && !hasTaint(key, "1", corev1.TaintEffectNoSchedule)(*n)
+	})
+	m := &machinev1beta1.Machine{}
+	if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(added[0]), m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Labels["example.com/by-hand"] != "1" || m.Labels[nmsync.LabelMachineSet] == "" {
+		t.Errorf("the Machine lost a label that is not the pool's: %v", m.Labels)
+	}
+	n := &corev1.Node{}
+	if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Spec.ObjectMeta.Labels[edge]; !ok || !slices.ContainsFunc(m.Spec.Taints, func(x corev1.Taint) bool { return x.Key == edge }) ||
+		!hasLabel(edge, "")(*n) || !hasTaint(edge, "", corev1.TaintEffectNoSchedule)(*n) {
+		t.Errorf("the installer's template items left: Machine %v %v, Node %v %v", m.Spec.ObjectMeta.Labels, m.Spec.Taints, n.Labels, n.Spec.Taints)
+	}
 }

@@ -108,6 +108,12 @@ func memoryCases(reg *prometheus.Registry) map[string]memoryCase {
 			fill:  func(r *Reconciler, c types.NamespacedName) { r.unsaid.set(pool(c), unsaidChange{patched: 1}) },
 			holds: func(r *Reconciler, c types.NamespacedName) bool { _, ok := r.unsaid.get(pool(c)); return ok },
 		},
+		"judged": {
+			fill: func(r *Reconciler, c types.NamespacedName) {
+				r.judged.set(c.String(), map[types.UID]string{"uid": "1/1"})
+			},
+			holds: func(r *Reconciler, c types.NamespacedName) bool { _, ok := r.judged.get(c.String()); return ok },
+		},
 		"written": {
 			fill: func(r *Reconciler, c types.NamespacedName) {
 				r.written.set(pool(c), writtenStatus{resourceVersion: "1"})

@@ -69,6 +69,9 @@ type Reconciler struct {
 	pacer     *pacer
 	nodes     *nodeMemory
 	outages   *outageWriter
+	// judged: cluster -> Machine UID -> the version at which its unrecorded
+	// items were judged to stay (Desired.Judged).
+	judged *clusterMap[map[types.UID]string]
 	// propagation times pool changes for pool_propagation_seconds.
 	propagation *propagationClock
 	lastPools   *clusterMap[map[string]bool] // cluster -> pool names with series
@@ -115,8 +118,9 @@ func (r *Reconciler) init() {
 	r.written = perPool[writtenStatus]()
 	r.unsaid = perPool[unsaidChange]()
 	r.lastConn = perCluster[remote.Reason]()
+	r.judged = perCluster[map[types.UID]string]()
 	r.memories = []clusterMemory{r.Metrics, r.contested, r.denials, r.pacer, r.nodes, r.propagation, r.outages,
-		r.statusRetry, r.lastPools, r.written, r.unsaid, r.lastConn}
+		r.statusRetry, r.lastPools, r.written, r.unsaid, r.lastConn, r.judged}
 }
 
 // Reconcile reads the hub and the spoke, plans, then writes.
@@ -253,6 +257,7 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 	}
 	work := r.plan(ck, pools, d, objs)
 	results, probe := r.write(ctx, ck, spoke, work)
+	r.rememberJudged(ck, work, results)
 	d.Finish(results)
 	r.pacer.landed(ck, pools, d, work, results, r.now())
 	r.outages.note(ctx, ck, d, probe)
@@ -339,6 +344,7 @@ func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, ob
 		gate = r.pacer.gate(ck, names, d, now)
 	}
 	paced := d.Pace(targets, gate)
+	judged, _ := r.judged.get(ck)
 	work := make([]*poolWork, len(pools))
 	for i := range pools {
 		if d.Desired[i] == nil {
@@ -348,6 +354,7 @@ func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, ob
 		for j, t := range targets[i] {
 			desired := paced[i][j]
 			desired.Reclaim = r.nodes.reclaim(ck, t)
+			desired.Judged = judged[t.Machine.UID] == judgedVersion(t)
 			pw.targets[j] = targetWork{desired: desired, target: t, held: r.contested.isHeld(ck, pw.fp, t)}
 		}
 		work[i] = pw
@@ -415,6 +422,44 @@ func (p plainWriter) write(ctx context.Context, _ string, b *writeBatch) {
 		}
 	}
 	_ = g.Wait()
+}
+
+// judgedVersion is what a Machine's judgement of its unrecorded items
+// (Desired.Judged) holds for: the Machine's version and its MachineSet's, as
+// listed. A change of either judges them again.
+func judgedVersion(t nmsync.Target) string {
+	v := t.Machine.ResourceVersion + "/"
+	if t.MachineSet != nil {
+		v += t.MachineSet.ResourceVersion
+	}
+	return v
+}
+
+// rememberJudged keeps, for the cluster's next sync, the Machines whose
+// unrecorded items were judged and stay, at the version judged: those judged
+// this time, and those still judged from before. Any other Machine (changed,
+// or gone) is forgotten.
+func (r *Reconciler) rememberJudged(ck string, work []*poolWork, results [][][]nmsync.Result) {
+	next := map[types.UID]string{}
+	for i, pw := range work {
+		if pw == nil {
+			continue
+		}
+		for j, w := range pw.targets {
+			if j >= len(results[i]) || len(results[i][j]) == 0 {
+				continue
+			}
+			m := results[i][j][0]
+			if w.desired.Judged || (m.Judged && m.Outcome == nmsync.OutcomeInSync) {
+				next[w.target.Machine.UID] = judgedVersion(w.target)
+			}
+		}
+	}
+	if len(next) == 0 {
+		r.judged.delete(ck)
+		return
+	}
+	r.judged.set(ck, next)
 }
 
 // remember records what the writes taught, per pool: what Node writes

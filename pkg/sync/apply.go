@@ -85,6 +85,8 @@ type Result struct {
 	Reads     int
 	Err       error
 	Reason    string
+	// Judged is the last plan's Plan.Judged (Machines only).
+	Judged bool
 }
 
 // Patcher is the one write the applier makes. A spoke handle from
@@ -123,9 +125,18 @@ type Applier struct {
 // Node. t.Machine must not be nil. It never panics on API errors; each
 // failure is in its Result, and the caller goes on with the next target.
 func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result {
+	md := d
 	m := a.sync(ctx, ResultKindMachine, t.Machine, func(o client.Object) Plan {
-		return PlanMachine(d, o.(*machinev1beta1.Machine))
-	}, func() client.Object { return &machinev1beta1.Machine{} })
+		return PlanMachine(md, o.(*machinev1beta1.Machine))
+	}, func() client.Object { return &machinev1beta1.Machine{} }, func(ctx context.Context) error {
+		tmpl, err := a.template(ctx, t.Machine)
+		if errors.Is(err, errNoTemplate) || apierrors.IsNotFound(err) {
+			md.Judged = true // nothing to judge by: the items stay
+			return nil
+		}
+		md.Template = tmpl
+		return err
+	})
 	results := []Result{m}
 
 	node := Result{Kind: ResultKindNode, Outcome: OutcomeSkipped}
@@ -141,9 +152,10 @@ func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result 
 		node.Err = fmt.Errorf("node %s not written: machine %s ended %s", t.Node.Name, t.Machine.Name, m.Outcome)
 	default:
 		d.MachineNodeLabels = heldAfter(t.Machine.Spec.ObjectMeta.Labels, m.Changes)
+		d.MachineRemoved = removedFrom(m.Changes)
 		node = a.sync(ctx, ResultKindNode, t.Node, func(o client.Object) Plan {
 			return PlanNode(d, o.(*corev1.Node))
-		}, func() client.Object { return &corev1.Node{} })
+		}, func() client.Object { return &corev1.Node{} }, nil)
 	}
 	return append(results, node)
 }
@@ -166,7 +178,10 @@ func heldAfter(labels map[string]string, changes []Change) map[string]string {
 // managedFields, which a trimmed cache drops). obj is the caller's, and only read: Patch may overwrite the object
 // it is given, so obj is copied before the first patch, and an object already
 // in sync (nearly every object of a resync) costs no copy.
-func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan func(client.Object) Plan, fresh func() client.Object) Result {
+//
+// A plan that needs its Machine's template (Plan.NeedsTemplate) has it read
+// once by template, and is made again.
+func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan func(client.Object) Plan, fresh func() client.Object, template func(context.Context) error) Result {
 	r := Result{Kind: kind, Name: obj.GetName()}
 	own := false // obj is this call's own: a copy, or a fresh read
 	retries := a.MaxConflictRetries
@@ -189,7 +204,16 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 			obj, own = next, true
 			continue
 		}
-		r.Changes = p.Changes
+		if p.NeedsTemplate && template != nil && a.reader() != nil {
+			if err := template(ctx); err != nil {
+				r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("read the template of %s %s: %w", lower, r.Name, err)
+				return r
+			}
+			r.Reads++
+			template = nil
+			continue
+		}
+		r.Changes, r.Judged = p.Changes, p.Judged
 		if p.InSync() {
 			r.Outcome = OutcomeInSync
 			return r
@@ -243,6 +267,25 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 		r.Reads++
 		obj = next
 	}
+}
+
+// errNoTemplate: the Machine's MachineSet is gone, or it has none.
+var errNoTemplate = errors.New("no MachineSet template")
+
+// template reads the template of m's MachineSet (its controller).
+func (a *Applier) template(ctx context.Context, m *machinev1beta1.Machine) (*Template, error) {
+	ref := metav1.GetControllerOfNoCopy(m)
+	if ref == nil || ref.Kind != "MachineSet" {
+		return nil, errNoTemplate
+	}
+	ms := &machinev1beta1.MachineSet{}
+	if err := a.reader().Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, ms); err != nil {
+		return nil, err
+	}
+	if ms.UID != ref.UID {
+		return nil, errNoTemplate // replaced: not the Machine's
+	}
+	return TemplateOf(ms), nil
 }
 
 // reader is Reader, or Client if it reads, or nil. Without one (a dry-run

@@ -319,7 +319,7 @@ func TestApplierCopiesOnlyToPatch(t *testing.T) {
 			a.sync(context.Background(), ResultKindNode, tc.node, func(o client.Object) Plan {
 				planned = append(planned, o)
 				return PlanNode(d, o.(*corev1.Node))
-			}, func() client.Object { return &corev1.Node{} })
+			}, func() client.Object { return &corev1.Node{} }, nil)
 			if len(planned) == 0 || planned[0] != client.Object(tc.node) {
 				t.Errorf("the caller's Node was not planned as it is")
 			}

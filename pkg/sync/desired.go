@@ -60,6 +60,18 @@ type Desired struct {
 	// removed as delivered (see "Shared items" in doc.go). Unused on
 	// Machines.
 	MachineNodeLabels map[string]string
+	// MachineRemoved, on a Node, names what its Machine's write removed from
+	// spec.metadata.labels and spec.taints, with the values removed:
+	// nodelink copied them onto the Node, so an unrecorded copy with the same
+	// value is judged as a recorded item is (dropped.go). Unused on Machines.
+	MachineRemoved Reclaim
+	// Template, on a Machine, is its MachineSet's template, read when an
+	// unrecorded item needs it (Plan.NeedsTemplate; dropped.go). Unused on
+	// Nodes.
+	Template *Template
+	// Judged, on a Machine, says its unrecorded items were judged at its
+	// current version and stay: they are not looked at again (dropped.go).
+	Judged bool
 }
 
 // Reclaim is what Desired.Reclaim names: label key -> value, and taint

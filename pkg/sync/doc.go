@@ -72,9 +72,10 @@
 // AnnotationOwnedLabels, AnnotationOwnedTaints and, on Machines,
 // AnnotationOwnedMachineLabels. After a write the record is exactly the
 // declared items, so an item the pool stops declaring is removed on the next
-// pass only if it is recorded (and, for a label, not shared: below); an item
-// present with the wanted value but not recorded is adopted (recorded, not
-// written). Every write names FieldManager, so that the spoke's
+// pass only if it is recorded (and, for a label, not shared: below), or if
+// the template delivered it and the pool dropped it before it was recorded
+// (dropped.go); an item present with the wanted value but not recorded is
+// adopted (recorded, not written). Every write names FieldManager, so that the spoke's
 // managedFields tell this controller's writes from everyone else's.
 //
 // # Shared items

@@ -63,6 +63,9 @@ type Change struct {
 	// With names, for a Release, the other field managers that own the
 	// item ("unknown" when none is named).
 	With []string
+	// Dropped marks a Remove of an item the MachineSet's template delivered
+	// and the pool dropped before this controller recorded it (dropped.go).
+	Dropped bool
 }
 
 // Plan is what it takes to bring one Machine or Node in line with a pool.
@@ -79,6 +82,13 @@ type Plan struct {
 	// cache's copy): whether it is shared cannot be told. The plan keeps the
 	// label and its record; read the object whole and plan again.
 	NeedsRead bool
+	// NeedsTemplate is set when an unrecorded item of a Machine is its
+	// creator's alone and its MachineSet's template decides whether the pool
+	// dropped it: plan again with Desired.Template (dropped.go).
+	NeedsTemplate bool
+	// Judged says a Machine had unrecorded items and every one was judged:
+	// the caller may set Desired.Judged for the Machine at this version.
+	Judged bool
 }
 
 // InSync reports whether the object needs no write.
@@ -87,9 +97,13 @@ func (p Plan) InSync() bool { return p.Patch == nil }
 // PlanNode plans the labels and taints of one Node. It reads n and never
 // modifies it; n must not be nil.
 func PlanNode(d Desired, n *corev1.Node) Plan {
-	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), d.Reclaim.Labels,
+	// Copies of what the Machine's write removed are judged as recorded
+	// items are (dropped.go).
+	ownedLabels := copiesOf(parseOwnedLabels(n.Annotations[AnnotationOwnedLabels]), d.MachineRemoved.Labels, n.Labels)
+	ownedTaints := copiesOf(parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.MachineRemoved.Taints, taintValues(n.Spec.Taints))
+	labels := planLabels(KindNodeLabel, n.Labels, d.Labels, ownedLabels, d.Reclaim.Labels,
 		gosync.OnceValue(func() labelEvidence { return nodeEvidence(n, d.MachineNodeLabels) }), pathLabels)
-	taints := planTaints(n.Spec.Taints, d.Taints, parseOwnedTaints(n.Annotations[AnnotationOwnedTaints]), d.Deferred, d.Reclaim.Taints)
+	taints := planTaints(n.Spec.Taints, d.Taints, ownedTaints, d.Deferred, d.Reclaim.Taints)
 
 	annotations := map[string]any{}
 	recordOwned(annotations, n.Annotations, AnnotationOwnedLabels, labels.record)
@@ -112,9 +126,17 @@ func PlanNode(d Desired, n *corev1.Node) Plan {
 // modifies it; m must not be nil.
 func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
 	evidence := gosync.OnceValue(func() labelEvidence { return machineEvidence(m) })
-	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]), nil, evidence, pathLabels)
-	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), nil, evidence, pathMachineNodeLabels)
-	taints := planTaints(m.Spec.Taints, d.Taints, parseOwnedTaints(m.Annotations[AnnotationOwnedTaints]), d.Deferred, nil)
+	owned := dropped{machineLabels: parseOwnedLabels(m.Annotations[AnnotationOwnedMachineLabels]),
+		nodeLabels: parseOwnedLabels(m.Annotations[AnnotationOwnedLabels]), taints: parseOwnedTaints(m.Annotations[AnnotationOwnedTaints])}
+	// Items the template delivered and the pool dropped before they were
+	// recorded go like recorded ones (dropped.go).
+	dr, needsRead, needsTemplate, judged := droppedItems(d, m, owned, evidence)
+	machineLabels := planLabels(KindMachineLabel, m.Labels, d.MachineLabels, withDropped(owned.machineLabels, dr.machineLabels), nil, evidence, pathLabels)
+	nodeLabels := planLabels(KindNodeLabel, m.Spec.ObjectMeta.Labels, d.Labels, withDropped(owned.nodeLabels, dr.nodeLabels), nil, evidence, pathMachineNodeLabels)
+	taints := planTaints(m.Spec.Taints, d.Taints, withDropped(owned.taints, dr.taints), d.Deferred, nil)
+	markDropped(machineLabels.changes, dr.machineLabels)
+	markDropped(nodeLabels.changes, dr.nodeLabels)
+	markDropped(taints.changes, dr.taints)
 
 	annotations := map[string]any{}
 	recordOwned(annotations, m.Annotations, AnnotationOwnedMachineLabels, machineLabels.record)
@@ -132,7 +154,9 @@ func PlanMachine(d Desired, m *machinev1beta1.Machine) Plan {
 		spec["taints"] = taintsPatch(taints.list)
 	}
 	p := buildPlan(m.ResourceVersion, metadata, spec, machineLabels.changes, nodeLabels.changes, taints.changes)
-	p.NeedsRead = machineLabels.needsRead || nodeLabels.needsRead
+	p.NeedsRead = machineLabels.needsRead || nodeLabels.needsRead || needsRead
+	p.NeedsTemplate = needsTemplate
+	p.Judged = judged
 	return p
 }
 

@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"maps"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,9 @@ type labelEvidence struct {
 	// copies back whatever the Machine holds.
 	linker       map[string]bool
 	machineHolds map[string]string
+	// creator names, on a Machine, the managers that own its controller
+	// ownerReference: whoever made it from its MachineSet's template.
+	creator map[string]bool
 }
 
 type managerSet struct {
@@ -62,9 +66,11 @@ func newLabelEvidence(obj metav1.Object) labelEvidence {
 // owner of its controller ownerReference) delivers too.
 func machineEvidence(obj metav1.Object) labelEvidence {
 	ev := newLabelEvidence(obj)
+	ev.creator = map[string]bool{}
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
-		ev.addOwners(ev.delivery, fieldpath.MakePathOrDie("metadata", "ownerReferences", fieldpath.KeyByFields("uid", string(ref.UID))))
+		ev.addOwners(ev.creator, fieldpath.MakePathOrDie("metadata", "ownerReferences", fieldpath.KeyByFields("uid", string(ref.UID))))
 	}
+	maps.Copy(ev.delivery, ev.creator)
 	return ev
 }
 

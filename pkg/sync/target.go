@@ -27,6 +27,9 @@ type Target struct {
 	// Pool is the MachinePool's spec.name.
 	Pool    string
 	Machine *machinev1beta1.Machine
+	// MachineSet is the Machine's controller, as the caller listed it (its
+	// metadata may be all there is).
+	MachineSet *machinev1beta1.MachineSet
 	// Node is nil when NodeSkip says why it is not targeted.
 	Node     *corev1.Node
 	NodeSkip string
@@ -65,7 +68,7 @@ func Targets(poolName string, machineSets []machinev1beta1.MachineSet, machines 
 		if !ok || m.Namespace != ms.Namespace || !controlledBy(m, ms) || m.DeletionTimestamp != nil {
 			continue
 		}
-		t := Target{Pool: poolName, Machine: m}
+		t := Target{Pool: poolName, Machine: m, MachineSet: ms}
 		t.Node, t.NodeSkip = nodeOf(m, nodeByName)
 		targets = append(targets, t)
 	}
