@@ -36,6 +36,24 @@ type hw struct {
 	notReady bool
 	patch    string // a metadata-only answer to this merge patch
 	machine  string // a Machine of this name whose Node is node, instead of the Node
+	// taintOwner, on a Machine, owns its spec.taints; owners own its
+	// spec.metadata.labels' keys.
+	taintOwner string
+}
+
+// managedLabels is one managedFields entry per key of owners, owning the key
+// in the label map at path.
+func managedLabels(owners map[string]string, path ...string) []metav1.ManagedFieldsEntry {
+	var out []metav1.ManagedFieldsEntry
+	for _, key := range slices.Sorted(maps.Keys(owners)) {
+		var f any = map[string]any{"f:" + key: map[string]any{}}
+		for i := len(path) - 1; i >= 0; i-- {
+			f = map[string]any{path[i]: f}
+		}
+		fields, _ := json.Marshal(f)
+		out = append(out, metav1.ManagedFieldsEntry{Manager: owners[key], FieldsV1: metav1.NewFieldsV1(string(fields))})
+	}
+	return out
 }
 
 func (w hw) event(rv int) localfleet.AuditEvent {
@@ -52,6 +70,12 @@ func (w hw) event(rv int) localfleet.AuditEvent {
 	if w.machine != "" {
 		mc := &machinev1beta1.Machine{TypeMeta: metav1.TypeMeta{Kind: "Machine", APIVersion: "machine.openshift.io/v1beta1"}}
 		mc.Name, mc.ResourceVersion, mc.Spec.Taints = w.machine, strconv.Itoa(rv), w.taints
+		mc.Spec.ObjectMeta.Labels = w.labels
+		mc.Annotations = map[string]string{nmsync.AnnotationOwnedLabels: w.owned, nmsync.AnnotationOwnedTaints: w.ownedT}
+		mc.ManagedFields = managedLabels(w.owners, "f:spec", "f:metadata", "f:labels")
+		if w.taintOwner != "" {
+			mc.ManagedFields = append(mc.ManagedFields, metav1.ManagedFieldsEntry{Manager: w.taintOwner, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:taints":{}}}`)})
+		}
 		if e.ObjectRef.Name != "-" {
 			mc.Status.NodeRef = &corev1.ObjectReference{Name: e.ObjectRef.Name}
 		}
@@ -62,10 +86,7 @@ func (w hw) event(rv int) localfleet.AuditEvent {
 	n := &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}}
 	n.Name, n.ResourceVersion, n.Labels, n.Spec.Taints = e.ObjectRef.Name, strconv.Itoa(rv), w.labels, w.taints
 	n.Annotations = map[string]string{nmsync.AnnotationOwnedLabels: w.owned, nmsync.AnnotationOwnedTaints: w.ownedT}
-	for _, key := range slices.Sorted(maps.Keys(w.owners)) {
-		fields, _ := json.Marshal(map[string]any{"f:metadata": map[string]any{"f:labels": map[string]any{"f:" + key: map[string]any{}}}})
-		n.ManagedFields = append(n.ManagedFields, metav1.ManagedFieldsEntry{Manager: w.owners[key], FieldsV1: metav1.NewFieldsV1(string(fields))})
-	}
+	n.ManagedFields = managedLabels(w.owners, "f:metadata", "f:labels")
 	if w.notReady {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
 	}
@@ -130,6 +151,34 @@ func TestRobustnessChecks(t *testing.T) {
 			specs: map[time.Duration]map[string]string{-time.Minute: {"label/" + sh: "a"}, 0: {}},
 			writes: []hw{
 				{who: "pid 1", labels: map[string]string{sh: "a"}, owned: sh, owners: map[string]string{sh: "kubectl-label"}},
+				{at: time.Second, who: "pid 1"},
+			}},
+		{name: "a dropped label and taint the template delivered, never recorded, go from the Machine, and nodelink's copies from its Node",
+			specs: map[time.Duration]map[string]string{-time.Minute: {"label/" + p0: "a", "taint/" + rbPrefix + "x0:NoExecute": "a"}, 0: {}},
+			writes: []hw{
+				{who: "machineset-controller", machine: "m1", labels: map[string]string{p0: "a"}, taints: []corev1.Taint{x0("a")},
+					owners: map[string]string{p0: localfleet.MachineSetFieldManager}, taintOwner: localfleet.MachineSetFieldManager},
+				{who: localfleet.NodelinkUser, labels: map[string]string{p0: "a"}, taints: []corev1.Taint{x0("a")}},
+				{at: time.Second, who: "pid 1", machine: "m1"},
+				{at: 1100 * time.Millisecond, who: "pid 1"},
+			}},
+		{name: "a dropped label on a Machine, never recorded, that someone else wrote too is removed", want: []string{invRemoval},
+			specs: map[time.Duration]map[string]string{-time.Minute: {"label/" + p0: "a"}, 0: {}},
+			writes: []hw{
+				{who: "kubectl", machine: "m1", labels: map[string]string{p0: "a"}, owners: map[string]string{p0: "kubectl-label"}},
+				{at: time.Second, who: "pid 1", machine: "m1"},
+			}},
+		{name: "a taint on a Machine, never recorded, in a list someone else wrote is removed", want: []string{invRemoval},
+			specs: map[time.Duration]map[string]string{-time.Minute: {"taint/" + rbPrefix + "x0:NoExecute": "a"}, 0: {}},
+			writes: []hw{
+				{who: "kubectl", machine: "m1", taints: []corev1.Taint{x0("a")}, taintOwner: nmsync.FieldManager},
+				{at: time.Second, who: "pid 1", machine: "m1"},
+			}},
+		{name: "nodelink's copy on a Node, never recorded, is removed while its Machine keeps the item", want: []string{invRemoval},
+			specs: map[time.Duration]map[string]string{-time.Minute: {"label/" + p0: "a"}, 0: {}},
+			writes: []hw{
+				{who: "machineset-controller", machine: "m1", labels: map[string]string{p0: "a"}, owners: map[string]string{p0: "kubectl-label"}},
+				{who: localfleet.NodelinkUser, labels: map[string]string{p0: "a"}},
 				{at: time.Second, who: "pid 1"},
 			}},
 		{name: "a declared label is removed", want: []string{invRemoval}, writes: []hw{

@@ -53,6 +53,7 @@ type objState struct {
 	items         map[string]string
 	owned         map[string]bool     // items in the controller's owned-* records
 	owners        map[string][]string // label items -> managers owning the key
+	taintOwners   []string            // managers owning spec.taints (one atomic list)
 	unschedulable bool
 	ready         bool
 	raw           []byte // the whole object, as the model last knew it
@@ -139,6 +140,9 @@ func stateOf(resource string, o *histObject) objState {
 				}
 			}
 		}
+		if spec, _ := fields["f:spec"].(map[string]any); spec != nil && spec["f:taints"] != nil {
+			st.taintOwners = append(st.taintOwners, mf.Manager)
+		}
 	}
 	if o.Status.NodeRef != nil {
 		st.nodeRef = "nodes/" + o.Status.NodeRef.Name
@@ -192,7 +196,7 @@ const (
 var invariantDocs = [][2]string{
 	{invForeign, "a write by the controller never adds, changes or removes an item whose key no pool may declare, nor a Node's spec.unschedulable"},
 	{invDeclared, "an item the controller adds or changes holds a value the pool declared within the last " + declareWindow.String()},
-	{invRemoval, "an item the controller removes was in its owned record and, for a label, owned by no one but a delivery path (the controller, the MachineSet controller, nodelink), or is a nodelink copy-back of a value it removed within two minutes; and the pool did not declare it throughout the last " + declareWindow.String()},
+	{invRemoval, "an item the controller removes was in its owned record (or, unrecorded, was a pool's and only the MachineSet controller wrote it on the Machine, or is nodelink's copy on a Node of what the controller removed from its Machine within " + droppedWindow.String() + ") and, for a label, owned by no one but a delivery path (the controller, the MachineSet controller, nodelink), or is a nodelink copy-back of a value it removed within two minutes; and the pool did not declare it throughout the last " + declareWindow.String()},
 	{invOneWriter, "two consecutive writes to a spoke from different replicas are at least " + handoverGap.String() + " apart (the Lease's duration minus its renew deadline, less slack): no two replicas write at once"},
 	{invFrozen, "a replica resumed from SIGSTOP, after another replica wrote while it was stopped, writes nothing in the Lease duration after it resumes"},
 	{invPacing, "no window of (interval - " + pacingSlack.String() + ") holds more NoExecute batch starts (the controller's writes of a new NoExecute taint on a Machine whose Node lacks it, a batch's first write) than the pool's batch"},
@@ -212,6 +216,7 @@ const (
 	patchWindow         = 10 * time.Second
 	maxPatchesPerWindow = 8
 	reclaimWindow       = 130 * time.Second
+	droppedWindow       = 10 * time.Second
 	gateSlack           = 5 * time.Second
 	holdSlack           = 3 * time.Second
 	faultShadow         = 15 * time.Second
@@ -409,23 +414,13 @@ func (m *model) copyBack(key, item, value string) (time.Time, bool) {
 	return r.at, removed && r.value == value && m.setBy[key][item] == localfleet.NodelinkUser
 }
 
-// neverRecorded reports whether an item on an object came from the pool's
-// MachineSet template (on a Machine: the creator alone owns the label, or it
-// is a taint, which no foreign writer of the suite sets on Machines; on a
-// Node: nodelink copied it) and the controller's record never named it:
-// README's Limits say one the pool dropped before that stays.
-func (m *model) neverRecorded(key, item string, st objState) bool {
-	if m.everOwned[key][item] {
-		return false
-	}
-	if strings.HasPrefix(key, "nodes/") {
-		return m.setBy[key][item] == localfleet.NodelinkUser
-	}
-	if strings.HasPrefix(item, "taint/") {
-		return true
-	}
-	owners := st.owners[item]
-	return len(owners) > 0 && !slices.ContainsFunc(owners, func(o string) bool { return o != localfleet.MachineSetFieldManager })
+// neverRecorded reports whether an item on a Node is nodelink's copy that
+// the controller's record never named: README's Limits say one stays when
+// its Machine lost it in a sync that did not write the Node (its patch
+// failed or was refused). A Machine's own unrecorded item has no allowance:
+// one the template delivered and the pool dropped goes.
+func (m *model) neverRecorded(key, item string) bool {
+	return strings.HasPrefix(key, "nodes/") && !m.everOwned[key][item] && m.setBy[key][item] == localfleet.NodelinkUser
 }
 
 // rvOf is the resourceVersion of the object a write left.
@@ -558,7 +553,7 @@ func (m *model) checkRemoval(w controllerWrite, old objState, item, was string, 
 		return // a copy-back reclaimed; the two minutes run from the first removal
 	}
 	removed[item] = removal{at: w.at, value: was}
-	if !old.owned[item] {
+	if !old.owned[item] && !m.droppedUnrecorded(w, old, item, was) {
 		m.violate(invRemoval, w.at, "%s (pid %s) removed %s=%q, which its owned record did not hold", w.obj, w.pid, item, was)
 		return
 	}
@@ -569,6 +564,34 @@ func (m *model) checkRemoval(w controllerWrite, old objState, item, was string, 
 			}
 		}
 	}
+}
+
+// droppedUnrecorded reports whether the controller may remove an item its
+// record does not hold: on a Machine, one a pool declared with that value
+// and that the MachineSet controller alone wrote (the label's key, or the
+// whole taint list), so the template delivered it; on a Node, nodelink's copy
+// of an item the controller removed from the Node's Machine, with that
+// value, a moment before.
+func (m *model) droppedUnrecorded(w controllerWrite, old objState, item, was string) bool {
+	if strings.HasPrefix(w.obj, "nodes/") {
+		if m.setBy[w.obj][item] != localfleet.NodelinkUser {
+			return false
+		}
+		for key, st := range m.objects {
+			if r, ok := m.removedBy[key][item]; ok && st.nodeRef == w.obj && r.value == was && w.at.Sub(r.at) < droppedWindow {
+				return true
+			}
+		}
+		return false
+	}
+	owners := old.owners[item]
+	if strings.HasPrefix(item, "taint/") {
+		owners = old.taintOwners
+	}
+	if len(owners) == 0 || slices.ContainsFunc(owners, func(o string) bool { return o != localfleet.MachineSetFieldManager }) {
+		return false
+	}
+	return slices.ContainsFunc(m.specs, func(s poolSpecAt) bool { return declares(s, w.obj, item, was) })
 }
 
 // checkPacing checks a batch's start against the pool's batch size and its

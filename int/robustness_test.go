@@ -1089,10 +1089,10 @@ func (r *rbRun) objectProblems(sp *rbSpoke, key string, st objState, declared ma
 			out = append(out, fmt.Sprintf("%s %s: %s=%q is undeclared but still in the owned record", sp.s.Name, key, item, got))
 			continue
 		}
-		if sp.model.neverRecorded(key, item, st) {
-			// README, Limits: an item the template delivered and the pool
-			// dropped before the controller recorded it stays.
-			r.allow("template item dropped before it was recorded", key, item)
+		if sp.model.neverRecorded(key, item) {
+			// README, Limits: nodelink's copy of an item its Machine lost in
+			// a sync that did not write the Node stays.
+			r.allow("nodelink copy never recorded on the Node", key, item)
 			continue
 		}
 		if removed, ok := sp.model.copyBack(key, item, got); ok && slices.ContainsFunc(r.leaderChanges, func(at time.Time) bool { return at.After(removed) }) {
