@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +50,15 @@ func testOptions() fleet.Options {
 // test ends, through the same setup as cmd/hub-controller.
 func startController(t *testing.T, ctx context.Context, cfg *rest.Config, opts fleet.Options) *fleet.Reconciler {
 	t.Helper()
+	r, stop := startStoppable(t, ctx, cfg, opts)
+	t.Cleanup(stop)
+	return r
+}
+
+// startStoppable is startController with a stop, which returns once the
+// controller has stopped; the test must call it.
+func startStoppable(t *testing.T, ctx context.Context, cfg *rest.Config, opts fleet.Options) (*fleet.Reconciler, func()) {
+	t.Helper()
 	mgr, r, err := fleet.NewManager(cfg, fleet.ManagerConfig{MetricsAddr: "0", ProbeAddr: "0"}, opts)
 	if err != nil {
 		t.Fatalf("new manager: %v", err)
@@ -56,7 +66,7 @@ func startController(t *testing.T, ctx context.Context, cfg *rest.Config, opts f
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
+	return r, sync.OnceFunc(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -67,7 +77,6 @@ func startController(t *testing.T, ctx context.Context, cfg *rest.Config, opts f
 			t.Errorf("manager did not stop within 30s")
 		}
 	})
-	return r
 }
 
 // startInSync runs the controller with opts as itself (startController,

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
@@ -258,11 +259,12 @@ func spokeSnapshot(t *testing.T, ctx context.Context, s *localfleet.Spoke) map[s
 	return out
 }
 
-// TestTemplateItemsDroppedBeforeRecorded: a Machine created from the
-// template while no controller ran holds the pool's label and taint, and
-// nodelink copied them onto its Node; the pool drops both before the
-// controller first sees the Machine, so its record never names them. They
-// are the pool's (the template delivered them; no one touched them since),
+// TestTemplateItemsDroppedBeforeRecorded: the controller delivers a pool's
+// label, machine label and taint, and stops (no replica leads). A Machine
+// created from the template then holds them, and nodelink copies them onto
+// its Node; the pool drops them before a controller first sees the Machine,
+// so its record never names them. They are the pool's (its status says it
+// dropped them, the template delivered them and no one touched them since),
 // and go from the Machine and the Node; what others set on them stays, and
 // so does what the installer keeps in the template (an edge pool's role
 // label and taint). Found by the robustness suite (seed 345968420).
@@ -303,6 +305,12 @@ func TestTemplateItemsDroppedBeforeRecorded(t *testing.T) {
 		}
 	}
 	installerItems()
+	_, stop := startStoppable(t, ctx, controllerConfig(t, ctx, f), testOptions())
+	waitInSync(t, ctx, f, s, time.Minute)
+	stop()
+	if st, err := poolSync(ctx, f.Hub.Client, s, "infra"); err != nil || !slices.Contains(st.Status.Declared, "taint/"+key+":NoSchedule=1") {
+		t.Fatalf("the status does not say the pool declared the taint (%v): %v", err, st.Status.Declared)
+	}
 	added, err := s.ScaleUp(ctx, "infra", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +361,11 @@ func TestTemplateItemsDroppedBeforeRecorded(t *testing.T) {
 	}
 	if m.Labels["example.com/by-hand"] != "1" || m.Labels[nmsync.LabelMachineSet] == "" {
 		t.Errorf("the Machine lost a label that is not the pool's: %v", m.Labels)
+	}
+	if st, err := poolSync(ctx, f.Hub.Client, s, "infra"); err != nil || !slices.ContainsFunc(st.Status.Dropped, func(d v1alpha1.DroppedItem) bool {
+		return d.Item == "taint/"+key+":NoSchedule=1"
+	}) {
+		t.Errorf("the status does not say the pool dropped the taint (%v): %v", err, st.Status.Dropped)
 	}
 	n := &corev1.Node{}
 	if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {

@@ -115,6 +115,22 @@ type MachinePoolSyncStatus struct {
 	// Rollout is set while the pool's new or changed NoExecute taints reach
 	// its existing Nodes a batch at a time (Phase RollingOut).
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// Declared is what the pool declared when this controller last planned
+	// its objects, one item each: label/<key>=<value>,
+	// machineLabel/<key>=<value>, taint/<key>:<effect>=<value>. Kept to tell
+	// which items a later spec dropped (Dropped).
+	// +optional
+	Declared []string `json:"declared,omitempty"`
+	// Dropped lists items the pool declared and no longer does, each with the
+	// time this controller first saw the spec without it, for 7 days. A
+	// Machine created from the MachineSet template before that time may hold
+	// one the controller never recorded; it goes when the Machine's creator
+	// alone wrote it and the template no longer holds it. Items declared
+	// again leave the list.
+	// +listType=map
+	// +listMapKey=item
+	// +optional
+	Dropped []DroppedItem `json:"dropped,omitempty"`
 	// Conditions are Ready, Progressing and Degraded, derived from the phase
 	// and reason. Each condition's observedGeneration is the MachinePool
 	// generation it judges, and its lastTransitionTime moves only when its
@@ -126,6 +142,14 @@ type MachinePoolSyncStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DroppedItem is an item a pool stopped declaring (Status.Dropped).
+type DroppedItem struct {
+	// Item is the item as Status.Declared names it.
+	Item string `json:"item"`
+	// Time is when this controller first saw the pool's spec without it.
+	Time metav1.Time `json:"time"`
 }
 
 // RolloutStatus is where a paced NoExecute rollout stands. Everything else

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -255,7 +256,7 @@ func (r *Reconciler) syncCluster(ctx context.Context, cd *hivev1.ClusterDeployme
 		r.outages.note(ctx, ck, d, "")
 		return d.Results, d.State, err
 	}
-	work := r.plan(ck, pools, d, objs)
+	work := r.plan(ctx, ck, pools, d, objs)
 	results, probe := r.write(ctx, ck, spoke, work)
 	r.rememberJudged(ck, work, results)
 	d.Finish(results)
@@ -331,7 +332,7 @@ type targetWork struct {
 // batches; a dry run starts none), what nodelink copied back to reclaim,
 // and which targets are held after a contest. A pool that is not synced has
 // no work (nil).
-func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, objs SpokeObjects) []*poolWork {
+func (r *Reconciler) plan(ctx context.Context, ck string, pools []hivev1.MachinePool, d *Decision, objs SpokeObjects) []*poolWork {
 	targets := d.Targets(objs)
 	r.nodes.sweep(ck)
 	now := r.now()
@@ -351,8 +352,10 @@ func (r *Reconciler) plan(ck string, pools []hivev1.MachinePool, d *Decision, ob
 			continue
 		}
 		pw := &poolWork{fp: fingerprint(*d.Desired[i]), targets: make([]targetWork, len(targets[i]))}
+		dropped := r.dropped(ctx, &pools[i], *d.Desired[i], now)
 		for j, t := range targets[i] {
 			desired := paced[i][j]
+			desired.Dropped = dropped
 			desired.Reclaim = r.nodes.reclaim(ck, t)
 			desired.Judged = judged[t.Machine.UID] == judgedVersion(t)
 			pw.targets[j] = targetWork{desired: desired, target: t, held: r.contested.isHeld(ck, pw.fp, t)}
@@ -424,6 +427,23 @@ func (p plainWriter) write(ctx context.Context, _ string, b *writeBatch) {
 	_ = g.Wait()
 }
 
+// dropped is what pool mp has dropped (Desired.Dropped), from its
+// MachinePoolSync's status as the cache holds it (or as this controller last
+// wrote it, if the cache lags), and d, what it declares now. Without a
+// status (a new pool, or the hub out of reach) it is nothing: no
+// unrecorded item is judged.
+func (r *Reconciler) dropped(ctx context.Context, mp *hivev1.MachinePool, d nmsync.Desired, now time.Time) map[string]time.Time {
+	cur := &v1alpha1.MachinePoolSync{}
+	if err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur); err != nil {
+		return nil
+	}
+	st := cur.Status
+	if last, ok := r.written.get(mp.Namespace + "/" + mp.Name); ok && last.resourceVersion != cur.ResourceVersion {
+		st = last.status
+	}
+	return poolDropped(st, d, now)
+}
+
 // judgedVersion is what a Machine's judgement of its unrecorded items
 // (Desired.Judged) holds for: the Machine's version and its MachineSet's, as
 // listed. A change of either judges them again.
@@ -450,7 +470,7 @@ func (r *Reconciler) rememberJudged(ck string, work []*poolWork, results [][][]n
 				continue
 			}
 			m := results[i][j][0]
-			if w.desired.Judged || (m.Judged && m.Outcome == nmsync.OutcomeInSync) {
+			if w.desired.Judged || (m.Judged && !slices.ContainsFunc(m.Changes, func(c nmsync.Change) bool { return c.Dropped })) {
 				next[w.target.Machine.UID] = judgedVersion(w.target)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -88,6 +89,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		r.propagation.seen(key, st.ObservedGeneration, syncStart) // no-op when its update event was seen
 	}
 	st.Conditions = Conditions(st, old.Conditions, now)
+	st.Declared, st.Dropped = old.Declared, old.Dropped
+	if d, _, err := nmsync.DesiredFromPool(mp.Spec); err == nil {
+		st.Declared, st.Dropped = d.Items(), droppedList(poolDropped(old, d, now.Time))
+	}
 	if !created && !changed && sameSummary(old, st) {
 		r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 		return false, nil
@@ -118,6 +123,25 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	// Timed once the status says it: a failed write leaves the clock running.
 	r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 	return true, nil
+}
+
+// poolDropped is what a pool has dropped as of now (nmsync.NextDropped):
+// from what its status says it declared and dropped, and d, what it declares.
+func poolDropped(old v1alpha1.MachinePoolSyncStatus, d nmsync.Desired, now time.Time) map[string]time.Time {
+	dropped := make(map[string]time.Time, len(old.Dropped))
+	for _, it := range old.Dropped {
+		dropped[it.Item] = it.Time.Time
+	}
+	return nmsync.NextDropped(old.Declared, dropped, d, now)
+}
+
+// droppedList is Status.Dropped for dropped, sorted by item.
+func droppedList(dropped map[string]time.Time) []v1alpha1.DroppedItem {
+	var out []v1alpha1.DroppedItem
+	for _, item := range slices.Sorted(maps.Keys(dropped)) {
+		out = append(out, v1alpha1.DroppedItem{Item: item, Time: metav1.NewTime(dropped[item])})
+	}
+	return out
 }
 
 // unsaidChange is a change whose status write failed: when its sync ran, how

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
+	nmsync "github.com/openshift/hub-node-metadata/pkg/sync"
 )
 
 // statusHub returns a Reconciler on a fake hub that counts status patches in
@@ -295,4 +298,66 @@ func TestReconcileRetriesFailedStatusWrites(t *testing.T) {
 	if got := testutil.ToFloat64(w.r.Metrics.StatusWriteFailures.WithLabelValues(statusWriteRefused)); got != 1 {
 		t.Errorf("status_write_failures_total{reason=refused} = %v, want 1", got)
 	}
+}
+
+// The status says what the pool declares and, for nmsync.DroppedTTL, what it
+// dropped and when it was first seen gone; what the pool declares again
+// leaves the list, and a refused spec changes neither. The planner reads it
+// back (Reconciler.dropped).
+func TestWriteStatusDeclaredAndDropped(t *testing.T) {
+	writes := 0
+	r, mp := statusHub(&writes, nil)
+	ctx := context.Background()
+	st := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "infra", Phase: v1alpha1.PhaseInSync}
+	t0 := time.Unix(1000, 0).UTC()
+	write := func(at time.Time, mutate func(*hivev1.MachinePoolSpec)) v1alpha1.MachinePoolSyncStatus {
+		t.Helper()
+		mutate(&mp.Spec)
+		if _, err := r.writeStatus(ctx, mp, st, false, metav1.NewTime(at), at); err != nil {
+			t.Fatal(err)
+		}
+		got, err := poolSyncOf(ctx, r, mp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := write(t0, func(s *hivev1.MachinePoolSpec) {
+		s.Labels = map[string]string{"a": "1", "b": "1"}
+		s.Taints = []corev1.Taint{{Key: "t", Value: "1", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	if want := []string{"label/a=1", "label/b=1", "taint/t:NoSchedule=1"}; !slices.Equal(got.Declared, want) || len(got.Dropped) != 0 {
+		t.Fatalf("declared %v dropped %v, want %v and nothing", got.Declared, got.Dropped, want)
+	}
+	got = write(t0.Add(time.Minute), func(s *hivev1.MachinePoolSpec) { s.Labels = map[string]string{"a": "2"}; s.Taints = nil })
+	wantDropped := []v1alpha1.DroppedItem{{Item: "label/a=1", Time: metav1.NewTime(t0.Add(time.Minute))},
+		{Item: "label/b=1", Time: metav1.NewTime(t0.Add(time.Minute))}, {Item: "taint/t:NoSchedule=1", Time: metav1.NewTime(t0.Add(time.Minute))}}
+	if !equality.Semantic.DeepEqual(got.Dropped, wantDropped) || !slices.Equal(got.Declared, []string{"label/a=2"}) {
+		t.Fatalf("after dropping: declared %v dropped %v, want [label/a=2] and %v", got.Declared, got.Dropped, wantDropped)
+	}
+	d, _, err := nmsync.DesiredFromPool(mp.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planned := r.dropped(ctx, mp, d, t0.Add(2*time.Minute)); len(planned) != 3 || !planned["label/b=1"].Equal(t0.Add(time.Minute)) {
+		t.Errorf("the planner reads back %v", planned)
+	}
+	got = write(t0.Add(2*time.Minute), func(s *hivev1.MachinePoolSpec) { s.Labels["b"] = "1" })
+	if len(got.Dropped) != 2 || got.Dropped[0].Item != "label/a=1" {
+		t.Errorf("declared again: dropped %v, want label/b=1 gone", got.Dropped)
+	}
+	got = write(t0.Add(3*time.Minute), func(s *hivev1.MachinePoolSpec) { s.Labels["bad key!"] = "1" })
+	if len(got.Dropped) != 2 || len(got.Declared) != 2 {
+		t.Errorf("refused spec: declared %v dropped %v, want them as they were", got.Declared, got.Dropped)
+	}
+	got = write(t0.Add(time.Minute+nmsync.DroppedTTL), func(s *hivev1.MachinePoolSpec) { delete(s.Labels, "bad key!") })
+	if len(got.Dropped) != 0 {
+		t.Errorf("after DroppedTTL: dropped %v, want nothing", got.Dropped)
+	}
+}
+
+func poolSyncOf(ctx context.Context, r *Reconciler, mp *hivev1.MachinePool) (v1alpha1.MachinePoolSyncStatus, error) {
+	got := &v1alpha1.MachinePoolSync{}
+	err := r.Live.Get(ctx, client.ObjectKeyFromObject(mp), got)
+	return got.Status, err
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Outcome is how the sync of one object ended.
@@ -128,14 +129,17 @@ func (a *Applier) SyncTarget(ctx context.Context, d Desired, t Target) []Result 
 	md := d
 	m := a.sync(ctx, ResultKindMachine, t.Machine, func(o client.Object) Plan {
 		return PlanMachine(md, o.(*machinev1beta1.Machine))
-	}, func() client.Object { return &machinev1beta1.Machine{} }, func(ctx context.Context) error {
-		tmpl, err := a.template(ctx, t.Machine)
-		if errors.Is(err, errNoTemplate) || apierrors.IsNotFound(err) {
-			md.Judged = true // nothing to judge by: the items stay
-			return nil
+	}, func() client.Object { return &machinev1beta1.Machine{} }, func(ctx context.Context) bool {
+		tmpl, sent, err := a.template(ctx, t.Machine)
+		if err != nil {
+			// Nothing to judge by: the items stay this time (the Machine is
+			// not remembered as judged, so the next sync looks again), and
+			// the rest of the plan goes ahead.
+			md.Judged = true
+			log.FromContext(ctx).V(1).Info("unrecorded items of a machine not judged: its MachineSet's template could not be read", "machine", t.Machine.Name, "err", err)
 		}
 		md.Template = tmpl
-		return err
+		return sent
 	})
 	results := []Result{m}
 
@@ -180,8 +184,9 @@ func heldAfter(labels map[string]string, changes []Change) map[string]string {
 // in sync (nearly every object of a resync) costs no copy.
 //
 // A plan that needs its Machine's template (Plan.NeedsTemplate) has it read
-// once by template, and is made again.
-func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan func(client.Object) Plan, fresh func() client.Object, template func(context.Context) error) Result {
+// once by template, which reports whether it sent a request, and is made
+// again.
+func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan func(client.Object) Plan, fresh func() client.Object, template func(context.Context) bool) Result {
 	r := Result{Kind: kind, Name: obj.GetName()}
 	own := false // obj is this call's own: a copy, or a fresh read
 	retries := a.MaxConflictRetries
@@ -205,11 +210,9 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 			continue
 		}
 		if p.NeedsTemplate && template != nil && a.reader() != nil {
-			if err := template(ctx); err != nil {
-				r.Outcome, r.Err = OutcomeFailed, fmt.Errorf("read the template of %s %s: %w", lower, r.Name, err)
-				return r
+			if template(ctx) {
+				r.Reads++
 			}
-			r.Reads++
 			template = nil
 			continue
 		}
@@ -272,20 +275,21 @@ func (a *Applier) sync(ctx context.Context, kind string, obj client.Object, plan
 // errNoTemplate: the Machine's MachineSet is gone, or it has none.
 var errNoTemplate = errors.New("no MachineSet template")
 
-// template reads the template of m's MachineSet (its controller).
-func (a *Applier) template(ctx context.Context, m *machinev1beta1.Machine) (*Template, error) {
+// template reads the template of m's MachineSet (its controller), and
+// reports whether it sent a request.
+func (a *Applier) template(ctx context.Context, m *machinev1beta1.Machine) (*Template, bool, error) {
 	ref := metav1.GetControllerOfNoCopy(m)
 	if ref == nil || ref.Kind != "MachineSet" {
-		return nil, errNoTemplate
+		return nil, false, errNoTemplate
 	}
 	ms := &machinev1beta1.MachineSet{}
 	if err := a.reader().Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, ms); err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	if ms.UID != ref.UID {
-		return nil, errNoTemplate // replaced: not the Machine's
+		return nil, true, errNoTemplate // replaced: not the Machine's
 	}
-	return TemplateOf(ms), nil
+	return TemplateOf(ms), true, nil
 }
 
 // reader is Reader, or Client if it reads, or nil. Without one (a dry-run

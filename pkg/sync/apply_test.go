@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -12,7 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // stubClient records Patch calls and answers from canned errors, in order,
@@ -34,8 +38,11 @@ type stubClient struct {
 }
 
 func kindOf(obj client.Object) string {
-	if _, ok := obj.(*machinev1beta1.Machine); ok {
+	switch obj.(type) {
+	case *machinev1beta1.Machine:
 		return ResultKindMachine
+	case *machinev1beta1.MachineSet:
+		return "MachineSet"
 	}
 	return ResultKindNode
 }
@@ -75,6 +82,8 @@ func (s *stubClient) Get(_ context.Context, key client.ObjectKey, obj client.Obj
 		*o = *f.(*machinev1beta1.Machine).DeepCopy()
 	case *corev1.Node:
 		*o = *f.(*corev1.Node).DeepCopy()
+	case *machinev1beta1.MachineSet:
+		*o = *f.(*machinev1beta1.MachineSet).DeepCopy()
 	}
 	return nil
 }
@@ -400,5 +409,40 @@ func TestApplierDeniedAndHeld(t *testing.T) {
 	}
 	if got := len(stub.calls) - calls; got != 1 {
 		t.Errorf("%d patches with the Node held, want 1 (the Machine)", got)
+	}
+}
+
+// A Machine holding an unrecorded item its pool dropped is read whole, then
+// its MachineSet's template; the item goes when the template no longer
+// holds it. When the template cannot be read the item stays, and the rest of
+// the plan goes ahead.
+func TestApplierReadsTheTemplateOfDroppedItems(t *testing.T) {
+	const key = "example.com/late"
+	owner := metav1.OwnerReference{APIVersion: "machine.openshift.io/v1beta1", Kind: "MachineSet", Name: "ms", UID: "ms-uid", Controller: ptr.To(true)}
+	cached := newMachine("m", machineNodeLabels(key, "1"), made(t0.Time), func(m *machinev1beta1.Machine) { m.OwnerReferences = []metav1.OwnerReference{owner} })
+	whole := cached.DeepCopy()
+	whole.ManagedFields = []metav1.ManagedFieldsEntry{managed("machineset-controller", pathMachineNodeLabels, []string{key},
+		fieldpath.MakePathOrDie("metadata", "ownerReferences", fieldpath.KeyByFields("uid", "ms-uid")))}
+	ms := &machinev1beta1.MachineSet{ObjectMeta: metav1.ObjectMeta{Name: "ms", Namespace: MachineAPINamespace, UID: "ms-uid"}}
+	d := Desired{Labels: pairs("a", "1"), Dropped: map[string]time.Time{"label/" + key + "=1": t0.Time.Add(time.Minute)}}
+	for name, tc := range map[string]struct {
+		fresh       map[string]client.Object
+		wantDropped bool
+	}{
+		"the template no longer holds it: it goes": {fresh: map[string]client.Object{"Machine": whole, "MachineSet": ms}, wantDropped: true},
+		"the MachineSet cannot be read: it stays":  {fresh: map[string]client.Object{"Machine": whole}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stub := &stubClient{fresh: tc.fresh}
+			res := (&Applier{Client: stub}).SyncTarget(context.Background(), d, Target{Machine: cached, NodeSkip: NodeSkipNoNodeRef})
+			m := res[0]
+			dropped := slices.ContainsFunc(m.Changes, func(c Change) bool { return c.Dropped && c.Key == key })
+			if m.Outcome != OutcomePatched || m.Reads != 2 || stub.gets != 2 || dropped != tc.wantDropped {
+				t.Errorf("outcome %s, %d reads (%d gets), dropped %v; want Patched, 2, dropped %v: %v", m.Outcome, m.Reads, stub.gets, dropped, tc.wantDropped, m.Changes)
+			}
+			if !slices.ContainsFunc(m.Changes, func(c Change) bool { return c.Op == OpAdd && c.Key == "a" }) {
+				t.Errorf("the declared label was not added: %v", m.Changes)
+			}
+		})
 	}
 }

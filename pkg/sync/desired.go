@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
@@ -69,6 +70,11 @@ type Desired struct {
 	// unrecorded item needs it (Plan.NeedsTemplate; dropped.go). Unused on
 	// Nodes.
 	Template *Template
+	// Dropped, on a Machine, names the items the pool dropped (as Items
+	// names them) and when it was first seen without each (NextDropped): an
+	// unrecorded item is judged only if it is one of them (dropped.go).
+	// Unused on Nodes.
+	Dropped map[string]time.Time
 	// Judged, on a Machine, says its unrecorded items were judged at its
 	// current version and stay: they are not looked at again (dropped.go).
 	Judged bool

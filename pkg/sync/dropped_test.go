@@ -1,8 +1,10 @@
 package sync
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -35,10 +37,13 @@ func TestPlanMachineDroppedBeforeRecorded(t *testing.T) {
 			append([]fieldpath.Path{ownerRef, nodeLabel, pathTaints}, extra...)...)
 	}
 	machine := func(taints []corev1.Taint, entries ...metav1.ManagedFieldsEntry) *machinev1beta1.Machine {
-		return newMachine("m", controller,
+		return newMachine("m", controller, made(t0.Time),
 			machineLabels(key, "1", LabelMachineSet, "ms"), machineNodeLabels(key, "1"),
 			machineTaints(taints...), machineManaged(entries...))
 	}
+	// The pool dropped all three a minute after the Machine was made.
+	drops := map[string]time.Time{"label/" + key + "=1": t0.Time.Add(time.Minute), "machineLabel/" + key + "=1": t0.Time.Add(time.Minute),
+		"taint/" + key + ":NoSchedule=1": t0.Time.Add(time.Minute)}
 	dropped := []Change{
 		{Kind: KindMachineLabel, Op: OpRemove, Key: key, From: "1", Dropped: true},
 		{Kind: KindNodeLabel, Op: OpRemove, Key: key, From: "1", Dropped: true},
@@ -47,6 +52,7 @@ func TestPlanMachineDroppedBeforeRecorded(t *testing.T) {
 	tests := map[string]struct {
 		machine      *machinev1beta1.Machine
 		template     *Template
+		drops        map[string]time.Time // nil: drops
 		judged       bool
 		wantChanges  []Change
 		wantRead     bool
@@ -54,8 +60,31 @@ func TestPlanMachineDroppedBeforeRecorded(t *testing.T) {
 		wantJudged   bool
 	}{
 		"from a trimmed cache: read whole first": {
-			machine:  newMachine("m", controller, machineLabels(key, "1"), machineTaints(late)),
+			machine:  newMachine("m", controller, made(t0.Time), machineLabels(key, "1"), machineTaints(late)),
 			wantRead: true,
+		},
+		"the pool never declared them (an admin's template items, taken out of the template since): not looked at": {
+			machine:  machine([]corev1.Taint{late}, created()),
+			drops:    map[string]time.Time{"label/other=1": t0.Time.Add(time.Minute)},
+			template: &Template{},
+		},
+		"the pool dropped another value: not looked at": {
+			machine:  machine([]corev1.Taint{late}, created()),
+			drops:    map[string]time.Time{"label/" + key + "=2": t0.Time.Add(time.Minute), "taint/" + key + ":NoSchedule=2": t0.Time.Add(time.Minute)},
+			template: &Template{},
+		},
+		"made after the pool dropped them: not looked at": {
+			machine:  newMachine("m", controller, made(t0.Time.Add(2*time.Minute)), machineLabels(key, "1"), machineTaints(late), machineManaged(created())),
+			template: &Template{},
+		},
+		"written by a server-side apply of a manifest with the ownerReference: they stay": {
+			machine: machine([]corev1.Taint{late}, func() metav1.ManagedFieldsEntry {
+				e := created()
+				e.Operation = metav1.ManagedFieldsOperationApply
+				return e
+			}()),
+			template:   &Template{},
+			wantJudged: true,
 		},
 		"the creator's alone: the template decides": {
 			machine:      machine([]corev1.Taint{late}, created()),
@@ -99,7 +128,10 @@ func TestPlanMachineDroppedBeforeRecorded(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := PlanMachine(Desired{Template: tc.template, Judged: tc.judged}, tc.machine)
+			if tc.drops == nil {
+				tc.drops = drops
+			}
+			got := PlanMachine(Desired{Template: tc.template, Judged: tc.judged, Dropped: tc.drops}, tc.machine)
 			if diff := cmp.Diff(tc.wantChanges, got.Changes); diff != "" {
 				t.Errorf("changes (-want +got):\n%s", diff)
 			}
@@ -119,6 +151,33 @@ func TestPlanMachineDroppedBeforeRecorded(t *testing.T) {
 				t.Errorf("after the patch: labels %v, taints %v", after.Labels, after.Spec.Taints)
 			}
 		})
+	}
+}
+
+func made(at time.Time) machineOpt {
+	return func(m *machinev1beta1.Machine) { m.CreationTimestamp = metav1.NewTime(at) }
+}
+
+// NextDropped keeps what a pool dropped for DroppedTTL, from when it was
+// first seen gone, and forgets an item declared again.
+func TestNextDropped(t *testing.T) {
+	d := Desired{Labels: pairs("a", "1"), MachineLabels: pairs("m", "1"), Taints: []corev1.Taint{taint("t", "1", corev1.TaintEffectNoSchedule)}}
+	if got, want := d.Items(), []string{"label/a=1", "machineLabel/m=1", "taint/t:NoSchedule=1"}; !slices.Equal(got, want) {
+		t.Fatalf("Items() = %v, want %v", got, want)
+	}
+	declared := []string{"label/a=1", "label/b=1", "machineLabel/m=2", "taint/t:NoSchedule=1"}
+	before := map[string]time.Time{"label/c=1": t0.Time.Add(-DroppedTTL), "label/d=1": t0.Time.Add(-time.Hour), "label/a=1": t0.Time.Add(-time.Hour), "label/b=1": t0.Time.Add(-time.Hour)}
+	got := NextDropped(declared, before, d, t0.Time)
+	want := map[string]time.Time{"label/b=1": t0.Time.Add(-time.Hour), "label/d=1": t0.Time.Add(-time.Hour), "machineLabel/m=2": t0.Time}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NextDropped (-want +got):\n%s", diff)
+	}
+	many := map[string]time.Time{}
+	for i := range maxDropped + 10 {
+		many[fmt.Sprintf("label/k%03d=1", i)] = t0.Time.Add(-time.Duration(i) * time.Minute)
+	}
+	if got := NextDropped(nil, many, Desired{}, t0.Time); len(got) != maxDropped || !got[fmt.Sprintf("label/k%03d=1", 0)].Equal(t0.Time) {
+		t.Errorf("NextDropped of %d kept %d, want the newest %d", len(many), len(got), maxDropped)
 	}
 }
 

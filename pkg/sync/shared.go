@@ -34,6 +34,7 @@ type labelEvidence struct {
 type managerSet struct {
 	manager string
 	fields  *fieldpath.Set
+	apply   bool // a server-side apply entry
 }
 
 var (
@@ -56,7 +57,7 @@ func newLabelEvidence(obj metav1.Object) labelEvidence {
 		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			continue
 		}
-		ev.sets = append(ev.sets, managerSet{manager: e.Manager, fields: s})
+		ev.sets = append(ev.sets, managerSet{manager: e.Manager, fields: s, apply: e.Operation == metav1.ManagedFieldsOperationApply})
 	}
 	return ev
 }
