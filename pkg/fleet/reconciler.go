@@ -430,11 +430,12 @@ func (p plainWriter) write(ctx context.Context, _ string, b *writeBatch) {
 // dropped is what pool mp has dropped (Desired.Dropped), from its
 // MachinePoolSync's status as the cache holds it (or as this controller last
 // wrote it, if the cache lags), and d, what it declares now. Without a
-// status (a new pool, or the hub out of reach) it is nothing: no
-// unrecorded item is judged.
+// status of this pool (a new pool, one made again under the name of a
+// deleted one whose MachinePoolSync is not collected yet, or the hub out of
+// reach) it is nothing: no unrecorded item is judged.
 func (r *Reconciler) dropped(ctx context.Context, mp *hivev1.MachinePool, d nmsync.Desired, now time.Time) map[string]time.Time {
 	cur := &v1alpha1.MachinePoolSync{}
-	if err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur); err != nil {
+	if err := r.Hub.Get(ctx, client.ObjectKeyFromObject(mp), cur); err != nil || !madeFor(cur, mp) {
 		return nil
 	}
 	st := cur.Status

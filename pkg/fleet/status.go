@@ -89,6 +89,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		r.propagation.seen(key, st.ObservedGeneration, syncStart) // no-op when its update event was seen
 	}
 	st.Conditions = Conditions(st, old.Conditions, now)
+	if !madeFor(cur, mp) {
+		// A deleted pool's, not collected yet: what it declared and dropped
+		// is not this pool's.
+		old.Declared, old.Dropped = nil, nil
+	}
 	st.Declared, st.Dropped = old.Declared, old.Dropped
 	if d, _, err := nmsync.DesiredFromPool(mp.Spec); err == nil {
 		st.Declared, st.Dropped = d.Items(), droppedList(poolDropped(old, d, now.Time))
@@ -123,6 +128,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 	// Timed once the status says it: a failed write leaves the clock running.
 	r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)
 	return true, nil
+}
+
+// madeFor reports whether a MachinePoolSync is mp's: its owner is mp (by
+// UID), not a deleted pool of the same name.
+func madeFor(mps *v1alpha1.MachinePoolSync, mp *hivev1.MachinePool) bool {
+	return slices.ContainsFunc(mps.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == mp.UID })
 }
 
 // poolDropped is what a pool has dropped as of now (nmsync.NextDropped):

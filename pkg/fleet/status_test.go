@@ -361,3 +361,32 @@ func poolSyncOf(ctx context.Context, r *Reconciler, mp *hivev1.MachinePool) (v1a
 	err := r.Live.Get(ctx, client.ObjectKeyFromObject(mp), got)
 	return got.Status, err
 }
+
+// A MachinePoolSync left by a deleted pool of the same name (not collected
+// yet) says nothing of what the new pool dropped.
+func TestDroppedOfAnotherPoolIsNotRead(t *testing.T) {
+	writes := 0
+	r, mp := statusHub(&writes, nil)
+	ctx := context.Background()
+	st := v1alpha1.MachinePoolSyncStatus{Cluster: "c", Pool: "infra", Phase: v1alpha1.PhaseInSync}
+	t0 := time.Unix(1000, 0).UTC()
+	mp.Spec.Labels = map[string]string{"a": "1"}
+	if _, err := r.writeStatus(ctx, mp, st, false, metav1.NewTime(t0), t0); err != nil {
+		t.Fatal(err)
+	}
+	again := mp.DeepCopy()
+	again.UID, again.Spec.Labels = "u2", nil
+	d, _, _ := nmsync.DesiredFromPool(again.Spec)
+	if got := r.dropped(ctx, again, d, t0.Add(time.Minute)); len(got) != 0 {
+		t.Errorf("the new pool plans with the old one's drops: %v", got)
+	}
+	if got := r.dropped(ctx, mp, d, t0.Add(time.Minute)); len(got) != 1 {
+		t.Errorf("the pool itself: %v, want label/a=1", got)
+	}
+	if _, err := r.writeStatus(ctx, again, st, false, metav1.NewTime(t0.Add(time.Minute)), t0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := poolSyncOf(ctx, r, again); len(got.Dropped) != 0 {
+		t.Errorf("the status written for the new pool keeps the old one's drops: %v", got.Dropped)
+	}
+}
