@@ -89,14 +89,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, mp *hivev1.MachinePool, st
 		r.propagation.seen(key, st.ObservedGeneration, syncStart) // no-op when its update event was seen
 	}
 	st.Conditions = Conditions(st, old.Conditions, now)
+	ours := old
 	if !madeFor(cur, mp) {
 		// A deleted pool's, not collected yet: what it declared and dropped
 		// is not this pool's.
-		old.Declared, old.Dropped = nil, nil
+		ours.Declared, ours.Dropped = nil, nil
 	}
-	st.Declared, st.Dropped = old.Declared, old.Dropped
+	st.Declared, st.Dropped = ours.Declared, ours.Dropped
 	if d, _, err := nmsync.DesiredFromPool(mp.Spec); err == nil {
-		st.Declared, st.Dropped = d.Items(), droppedList(poolDropped(old, d, now.Time))
+		st.Declared, st.Dropped = d.Items(), droppedList(poolDropped(ours, d, now.Time))
 	}
 	if !created && !changed && sameSummary(old, st) {
 		r.propagation.delivered(key, st, now.Time, r.Metrics.Propagation)

@@ -389,4 +389,7 @@ func TestDroppedOfAnotherPoolIsNotRead(t *testing.T) {
 	if got, _ := poolSyncOf(ctx, r, again); len(got.Dropped) != 0 {
 		t.Errorf("the status written for the new pool keeps the old one's drops: %v", got.Dropped)
 	}
+	if news, err := r.writeStatus(ctx, again, st, false, metav1.NewTime(t0.Add(2*time.Minute)), t0); err != nil || news {
+		t.Errorf("the same status again over the old pool's object: wrote %v (%v), want nothing", news, err)
+	}
 }
