@@ -231,6 +231,10 @@ type controllerWrite struct {
 
 // model is one spoke's history and the checks on it.
 type model struct {
+	// poolMade holds when the pool, or its cluster, was made again
+	// (deleted and created under its name): its NoExecute pacing starts
+	// afresh.
+	poolMade []time.Time
 	spoke         string
 	batch         int
 	interval      time.Duration
@@ -603,8 +607,14 @@ func (m *model) checkPacing(w noExecuteWrite, node string) {
 	m.checks[invPacing]++
 	m.batchStarts = append(m.batchStarts, w)
 	machines := map[string]bool{}
+	var made time.Time // the pool's incarnation this write belongs to
+	for _, at := range m.poolMade {
+		if at.Before(w.at) {
+			made = at
+		}
+	}
 	for _, x := range m.batchStarts {
-		if w.at.Sub(x.at) < m.interval-pacingSlack && !x.at.After(w.at) {
+		if w.at.Sub(x.at) < m.interval-pacingSlack && !x.at.After(w.at) && !x.at.Before(made) {
 			machines[x.obj] = true
 		}
 	}

@@ -33,10 +33,13 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -315,6 +318,8 @@ var rbSteps = []step{
 	{"pause-pool", 2, false, (*rbRun).pausePool},
 	{"close-window", 2, false, (*rbRun).closeWindow},
 	{"hold-cluster", 2, false, (*rbRun).holdCluster},
+	{"remake-pool", 1, false, (*rbRun).remakePool},
+	{"remake-cluster", 1, false, (*rbRun).remakeCluster},
 	{"kill-leader", 2, true, (*rbRun).killLeader},
 	{"freeze-leader", 2, true, (*rbRun).freezeLeader},
 	{"freeze-spoke", 1, true, (*rbRun).freezeSpoke},
@@ -946,6 +951,109 @@ func (r *rbRun) holdCluster(sp *rbSpoke, a, b int) string {
 	return r.holdFor(sp, a, "cluster hibernating", false, cd,
 		func() { was, cd.Spec.PowerState = cd.Spec.PowerState, hivev1.ClusterPowerStateHibernating },
 		func() { cd.Spec.PowerState = was })
+}
+
+// remakeFinalizer holds a deleted object on the hub, as Hive's own
+// finalizers do while it tears a pool or a cluster down.
+const remakeFinalizer = "robustness.example.com/remake"
+
+// remake deletes obj on the hub and holds its deletion with a finalizer for
+// a while; then lets it go and makes it again as it then was (a pool or a
+// cluster deleted and made again under its name: a new UID). The model
+// counts a hold from the delete to the new object's creation. gone runs
+// once the old object is gone (as the garbage collector would, since the
+// local hub runs none), made after the new one is created.
+func (r *rbRun) remake(sp *rbSpoke, a int, what string, obj client.Object, gone func(ctx context.Context), made func(ctx context.Context, old, again client.Object)) string {
+	key := "hold " + sp.s.Name
+	if r.healing(key) {
+		return ""
+	}
+	h := hold{interval: interval{start: time.Now()}, what: what}
+	if err := r.updateHub(obj, func() { controllerutil.AddFinalizer(obj, remakeFinalizer) }); err != nil {
+		return what + " (failed: " + err.Error() + ")"
+	}
+	ctx, cancel := r.opCtx()
+	defer cancel()
+	if err := r.f.Hub.Client.Delete(ctx, obj); err != nil {
+		r.t.Errorf("%s: %s: delete: %v", sp.s.Name, what, err)
+		return what + " (failed: " + err.Error() + ")"
+	}
+	d := r.faultFor(a)
+	r.later(key, d, func() {
+		ctx, cancel := context.WithTimeout(r.ctx, 60*time.Second)
+		defer cancel()
+		// As it is now: pool edits land on a pool being deleted.
+		if err := r.updateHub(obj, func() { controllerutil.RemoveFinalizer(obj, remakeFinalizer) }); err != nil {
+			r.t.Errorf("%s: %s: let go: %v", sp.s.Name, what, err)
+			return
+		}
+		again := obj.DeepCopyObject().(client.Object)
+		poll(ctx, 100*time.Millisecond, 30*time.Second, func() bool {
+			return apierrors.IsNotFound(r.f.Hub.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj))
+		})
+		if gone != nil {
+			gone(ctx)
+		}
+		again.SetResourceVersion("")
+		again.SetUID("")
+		again.SetFinalizers(nil)
+		again.SetDeletionTimestamp(nil)
+		again.SetCreationTimestamp(metav1.Time{})
+		again.SetManagedFields(nil)
+		again.SetGeneration(0)
+		var err error
+		poll(ctx, time.Second, 30*time.Second, func() bool {
+			// Lifted from when the request is sent: the controller may act
+			// on the new object before the call returns.
+			h.end = time.Now()
+			err = r.f.Hub.Client.Create(ctx, again)
+			return err == nil
+		})
+		sp.model.holds = append(sp.model.holds, h)
+		if err != nil {
+			r.t.Errorf("%s: %s: make again: %v", sp.s.Name, what, err)
+			return
+		}
+		if made != nil {
+			made(ctx, obj, again)
+		}
+	})
+	return fmt.Sprintf("%s for %s", what, d.Round(time.Millisecond))
+}
+
+// remakePool deletes the pool and makes it again: its MachinePoolSync goes
+// with it, and the new pool starts its NoExecute pacing afresh. (Hive would
+// delete its MachineSets too; here they stay, as while Hive's finalizer
+// waits, so the new pool finds the objects the old one wrote.)
+func (r *rbRun) remakePool(sp *rbSpoke, a, _ int) string {
+	mp := r.pool(sp)
+	return r.remake(sp, a, "pool deleted and made again", mp, func(ctx context.Context) {
+		mps := &v1alpha1.MachinePoolSync{}
+		mps.Namespace, mps.Name = mp.Namespace, mp.Name
+		if err := r.f.Hub.Client.Delete(ctx, mps); err != nil && !apierrors.IsNotFound(err) {
+			r.t.Errorf("%s: delete the old pool's MachinePoolSync: %v", sp.s.Name, err)
+		}
+	}, func(_ context.Context, _, again client.Object) {
+		sp.generation = again.GetGeneration()
+		sp.model.poolMade = append(sp.model.poolMade, time.Now())
+	})
+}
+
+// remakeCluster deletes the ClusterDeployment and makes it again: the
+// controller forgets the cluster, its pacing too, and connects again.
+func (r *rbRun) remakeCluster(sp *rbSpoke, a, _ int) string {
+	cd := &hivev1.ClusterDeployment{}
+	cd.Namespace, cd.Name = sp.s.Key().Namespace, sp.s.Key().Name
+	return r.remake(sp, a, "cluster deleted and made again", cd, nil, func(ctx context.Context, old, again client.Object) {
+		// Hive reports the new object's status (reachable, running) as it
+		// did the old one's.
+		made := again.(*hivev1.ClusterDeployment)
+		made.Status = old.(*hivev1.ClusterDeployment).Status
+		if err := r.f.Hub.Client.Status().Update(ctx, made); err != nil {
+			r.t.Errorf("%s: the new ClusterDeployment's status: %v", sp.s.Name, err)
+		}
+		sp.model.poolMade = append(sp.model.poolMade, time.Now())
+	})
 }
 
 // quietPoint heals every fault, makes every Node Ready and uncordoned,
