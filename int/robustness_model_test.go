@@ -235,6 +235,9 @@ type model struct {
 	// (deleted and created under its name): its NoExecute pacing starts
 	// afresh.
 	poolMade []time.Time
+	// unpaced holds when the pool's NoExecute batch was "all": no batch
+	// size applies (until holdSlack after it ends).
+	unpaced []interval
 	spoke         string
 	batch         int
 	interval      time.Duration
@@ -604,6 +607,9 @@ func (m *model) droppedUnrecorded(w controllerWrite, old objState, item, was str
 // write failed) completes a batch and starts none, so batches are counted by
 // their Machine writes, of Machines with a Node that lacks the taint.
 func (m *model) checkPacing(w noExecuteWrite, node string) {
+	if slices.ContainsFunc(m.unpaced, func(iv interval) bool { return iv.overlaps(w.at.Add(-holdSlack), w.at) }) {
+		return // all at once: no batch, and no batch start for later ones
+	}
 	m.checks[invPacing]++
 	m.batchStarts = append(m.batchStarts, w)
 	machines := map[string]bool{}

@@ -317,6 +317,7 @@ var rbSteps = []step{
 	{"rotate-credential", 1, false, (*rbRun).rotate},
 	{"pause-pool", 2, false, (*rbRun).pausePool},
 	{"close-window", 2, false, (*rbRun).closeWindow},
+	{"noexecute-all", 1, false, (*rbRun).noExecuteAll},
 	{"hold-cluster", 2, false, (*rbRun).holdCluster},
 	{"remake-pool", 1, false, (*rbRun).remakePool},
 	{"remake-cluster", 1, false, (*rbRun).remakeCluster},
@@ -927,6 +928,36 @@ func (r *rbRun) closeWindow(sp *rbSpoke, a, _ int) string {
 	return r.holdFor(sp, a, "NoExecute window closed", true, mp,
 		func() { setAnnotation(mp, nmsync.AnnotationNoExecuteWindow, closedWindow(time.Now())) },
 		func() { setAnnotation(mp, nmsync.AnnotationNoExecuteWindow, "") })
+}
+
+// noExecuteAll lifts the pool's NoExecute pacing for a while (batch
+// "all": NoExecute taints reach every Node at once), then sets it back.
+// The model checks no batch size in that time.
+func (r *rbRun) noExecuteAll(sp *rbSpoke, a, _ int) string {
+	key := "unpaced " + sp.s.Name
+	if r.healing(key) {
+		return ""
+	}
+	mp := r.pool(sp)
+	// Open from before the call: the controller may act on it before the
+	// call returns (a failed call may have landed too).
+	sp.model.unpaced = append(sp.model.unpaced, interval{start: time.Now()})
+	i := len(sp.model.unpaced) - 1
+	if err := r.updateHub(mp, func() { setAnnotation(mp, nmsync.AnnotationNoExecuteBatch, "all") }); err != nil {
+		sp.model.unpaced[i].end = time.Now()
+		return "NoExecute all at once (failed: " + err.Error() + ")"
+	}
+	d := r.faultFor(a)
+	r.later(key, d, func() {
+		err := r.updateHub(mp, func() { setAnnotation(mp, nmsync.AnnotationNoExecuteBatch, strconv.Itoa(rbBatch)) })
+		// Paced again once the controller has seen it: the interval ends
+		// when the call returned.
+		sp.model.unpaced[i].end = time.Now()
+		if err != nil {
+			r.t.Errorf("%s: pace NoExecute again: %v", sp.s.Name, err)
+		}
+	})
+	return fmt.Sprintf("NoExecute all at once for %s", d.Round(time.Millisecond))
 }
 
 // holdCluster holds the whole cluster as Hive or an SRE would.
