@@ -325,6 +325,7 @@ var rbSteps = []step{
 	{"freeze-leader", 2, true, (*rbRun).freezeLeader},
 	{"freeze-spoke", 1, true, (*rbRun).freezeSpoke},
 	{"stop-spoke", 1, true, (*rbRun).stopSpoke},
+	{"kill-spoke", 1, true, (*rbRun).killSpoke},
 	{"black-hole", 1, true, (*rbRun).blackHole},
 	{"webhook-deny", 1, true, (*rbRun).webhookDeny},
 	{"webhook-500", 1, true, (*rbRun).webhookFail},
@@ -832,6 +833,13 @@ func (r *rbRun) freezeSpoke(sp *rbSpoke, a, _ int) string {
 
 func (r *rbRun) stopSpoke(sp *rbSpoke, a, _ int) string {
 	return r.spokeFault(sp, a, "stop API server", sp.s.StopAPIServer, sp.s.StartAPIServer)
+}
+
+// killSpoke kills the spoke's API server (SIGKILL: no graceful shutdown,
+// its connections drop at once, as when a control plane host dies) and
+// starts it again later.
+func (r *rbRun) killSpoke(sp *rbSpoke, a, _ int) string {
+	return r.spokeFault(sp, a, "kill API server", sp.s.KillAPIServer, sp.s.StartAPIServer)
 }
 
 func (r *rbRun) blackHole(sp *rbSpoke, a, _ int) string {
