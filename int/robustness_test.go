@@ -444,7 +444,10 @@ func (r *rbRun) editPool(sp *rbSpoke) string {
 	var err error
 	tries := 0
 	poll(r.ctx, time.Second, 30*time.Second, func() bool {
-		tries++
+		if tries++; tries > 1 {
+			// A spoke stopped or killed comes back meanwhile.
+			r.runHeals(false)
+		}
 		ctx, cancel := r.opCtx()
 		defer cancel()
 		if sp.invalid {
