@@ -237,7 +237,7 @@ type model struct {
 	poolMade []time.Time
 	// unpaced holds when the pool's NoExecute batch was "all": no batch
 	// size applies (until holdSlack after it ends).
-	unpaced []interval
+	unpaced       []interval
 	spoke         string
 	batch         int
 	interval      time.Duration
