@@ -23,6 +23,7 @@ type nodeState struct {
 	at     time.Time
 	labels map[string]string
 	taints []corev1.Taint
+	linked bool // nodelink's annotation names its Machine
 }
 
 // watcher follows one spoke's Nodes and Machines as its administrator, with
@@ -37,11 +38,15 @@ type watcher struct {
 	nodes    map[string][]nodeState
 	machines map[string]*machinev1beta1.Machine
 	deleted  map[string]bool
+	// machineFirst: when each Machine was first seen with a node label
+	// (key "label k=v") and with a status.nodeRef (key "nodeRef"), for the
+	// new-Node reaction's trace.
+	machineFirst map[string]map[string]time.Time
 }
 
 func newWatcher(ctx context.Context, s *localfleet.Spoke) (*watcher, error) {
 	w := &watcher{spoke: s, changed: make(chan struct{}), nodes: map[string][]nodeState{},
-		machines: map[string]*machinev1beta1.Machine{}, deleted: map[string]bool{}}
+		machines: map[string]*machinev1beta1.Machine{}, deleted: map[string]bool{}, machineFirst: map[string]map[string]time.Time{}}
 	c, err := ctrlcache.New(s.AdminConfig, ctrlcache.Options{Scheme: localfleet.Scheme(),
 		ByObject: map[client.Object]ctrlcache.ByObject{
 			&machinev1beta1.Machine{}: {Namespaces: map[string]ctrlcache.Config{localfleet.MachineAPINamespace: {}}},
@@ -109,7 +114,8 @@ func (w *watcher) node(n *corev1.Node, del bool) {
 		if len(h) > 64 {
 			h = append(h[:1], h[len(h)-32:]...)
 		}
-		w.nodes[n.Name] = append(h, nodeState{at: now, labels: n.Labels, taints: n.Spec.Taints})
+		_, linked := n.Annotations[nmsync.AnnotationNodeMachine]
+		w.nodes[n.Name] = append(h, nodeState{at: now, labels: n.Labels, taints: n.Spec.Taints, linked: linked})
 	}
 	w.notifyLocked(now)
 }
@@ -120,8 +126,25 @@ func (w *watcher) machine(m *machinev1beta1.Machine, del bool) {
 	defer w.mu.Unlock()
 	if del {
 		delete(w.machines, m.Name)
+		delete(w.machineFirst, m.Name)
 	} else {
 		w.machines[m.Name] = m
+		first := w.machineFirst[m.Name]
+		if first == nil {
+			first = map[string]time.Time{}
+			w.machineFirst[m.Name] = first
+		}
+		seen := func(k string) {
+			if _, ok := first[k]; !ok {
+				first[k] = now
+			}
+		}
+		for k, v := range m.Spec.Labels {
+			seen("label " + k + "=" + v)
+		}
+		if m.Status.NodeRef != nil {
+			seen("nodeRef")
+		}
 	}
 	w.notifyLocked(now)
 }

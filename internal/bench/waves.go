@@ -388,6 +388,7 @@ func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error 
 	// (a) new Nodes.
 	var mu sync.Mutex
 	var newNode []time.Duration
+	var tr newNodeTrace
 	idx := make([]*localfleet.Spoke, n)
 	for i := range n {
 		idx[i] = spokes[i%len(spokes)]
@@ -406,15 +407,17 @@ func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error 
 		wave := b.wave[s.Name]
 		var d time.Duration
 		born := false
+		var sample newNodeSample
 		_, err = wt.waitUntil(ctx, timeout, func() bool {
 			h := wt.nodeHistoryLocked(node.Name)
 			if len(h) == 0 {
 				return false
 			}
-			for _, st := range h {
+			for i, st := range h {
 				if holdsPool(st, wave) {
 					d = st.at.Sub(h[0].at)
 					born = d == 0
+					sample = traceNewNode(h, i, wt.machineFirst[added[0].Name])
 					return true
 				}
 			}
@@ -429,6 +432,7 @@ func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error 
 			rc.BornInSync++
 		default:
 			newNode = append(newNode, d)
+			tr.add(sample)
 		}
 		return nil
 	})
@@ -436,6 +440,8 @@ func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error 
 		return err
 	}
 	rc.NewNode = dist(newNode)
+	rc.NewNodeTrace = tr.report()
+	b.logf("reaction: new Node trace: %s", rc.NewNodeTrace)
 
 	// (b) out-of-band removals, each on a different Node where possible.
 	b.logf("reaction: %d out-of-band removals", n)
