@@ -37,7 +37,7 @@ func WorkerStatus(name string, i int, at time.Time) corev1.NodeStatus {
 	}
 	st := corev1.NodeStatus{
 		Capacity: rl, Allocatable: rl, Images: images,
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.131.27"}, {Type: corev1.NodeHostName, Address: name},
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: NodeIP(name)}, {Type: corev1.NodeHostName, Address: name},
 			{Type: corev1.NodeInternalDNS, Address: name}},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
 		NodeInfo: corev1.NodeSystemInfo{MachineID: "ec2a1b2c3d4e5f60718293a4b5c6d7e8", SystemUUID: "ec2a1b2c-3d4e-5f60-7182-93a4b5c6d7e8",

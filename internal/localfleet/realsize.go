@@ -3,6 +3,9 @@ package localfleet
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"strings"
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -86,7 +89,7 @@ func RunningMachineStatus(node *corev1.Node, at time.Time) machinev1beta1.Machin
 	if node.Spec.ProviderID != "" {
 		instance = node.Spec.ProviderID[len(node.Spec.ProviderID)-min(len(node.Spec.ProviderID), 19):]
 	}
-	ip := "10.0.131.27"
+	ip := NodeIP(node.Name)
 	return machinev1beta1.MachineStatus{
 		NodeRef: &corev1.ObjectReference{Kind: "Node", Name: node.Name, UID: node.UID},
 		Phase:   &phase, LastUpdated: &now,
@@ -99,6 +102,23 @@ func RunningMachineStatus(node *corev1.Node, at time.Time) machinev1beta1.Machin
 			{Type: "InstanceExists", Status: "True", LastTransitionTime: now, Message: "Instance has been found on the cloud provider"},
 			{Type: "Terminable", Status: "True", LastTransitionTime: now}},
 	}
+}
+
+// NodeIP is the private address of the instance behind Node name, its own as each live
+// instance's is: an AWS Node is named after it (ip-10-0-131-27.ec2.internal is 10.0.131.27),
+// and a name of another form gets one of its own in 10.0.0.0/8. nodelink links a Node whose
+// Machine it has not yet seen to the Machine of the same address, so Machines must not share
+// one.
+func NodeIP(name string) string {
+	if host, _, _ := strings.Cut(name, "."); strings.HasPrefix(host, "ip-") {
+		if ip, err := netip.ParseAddr(strings.ReplaceAll(strings.TrimPrefix(host, "ip-"), "-", ".")); err == nil && ip.Is4() {
+			return ip.String()
+		}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	v := h.Sum32()
+	return fmt.Sprintf("10.%d.%d.%d", v>>16&255, v>>8&255, v&255)
 }
 
 func rawJSON(v any) *runtime.RawExtension {

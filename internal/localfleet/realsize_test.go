@@ -2,6 +2,9 @@ package localfleet
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,5 +37,33 @@ func TestWorkerObjectsAreRealSized(t *testing.T) {
 	}
 	if ptr.Deref(m.Status.Phase, "") != "Running" || m.Spec.ProviderSpec.Value == nil {
 		t.Errorf("Machine: phase %v, provider spec %v", m.Status.Phase, m.Spec.ProviderSpec.Value)
+	}
+}
+
+// Each Node and its Machine get the instance's own address: nodelink links a Node whose
+// Machine it has not yet seen to the Machine of the same address, and one address shared by
+// every Machine made it link a new Node to an old Machine (robustness seed 544934406).
+func TestNodeIPIsEachInstancesOwn(t *testing.T) {
+	if got := NodeIP("ip-10-0-131-27.ec2.internal"); got != "10.0.131.27" {
+		t.Errorf("NodeIP(ip-10-0-131-27.ec2.internal) = %s, want 10.0.131.27", got)
+	}
+	seen := map[string]string{}
+	for i := range 2000 {
+		for _, name := range []string{nodeName("spoke-7", i), fmt.Sprintf("node-%d", i)} {
+			ip := NodeIP(name)
+			if _, err := netip.ParseAddr(ip); err != nil {
+				t.Fatalf("NodeIP(%s) = %q: %v", name, ip, err)
+			}
+			if other, dup := seen[ip]; dup && !strings.HasPrefix(name, "node-") {
+				t.Fatalf("NodeIP(%s) = NodeIP(%s) = %s", name, other, ip)
+			}
+			seen[ip] = name
+		}
+	}
+	m := MachineFor(MachineSetFor("c", NewMachinePool("ns", "cd", "worker").Build(), Zone), "m", "aws:///us-east-1a/i-1")
+	n := NodeFor(m, nodeName("spoke-7", 12), Zone, 12)
+	m.Status = RunningMachineStatus(n, time.Now())
+	if mip, nip := m.Status.Addresses[0].Address, n.Status.Addresses[0].Address; mip != nip || mip != NodeIP(n.Name) {
+		t.Errorf("Machine's address %s, Node's %s, want both %s", mip, nip, NodeIP(n.Name))
 	}
 }
