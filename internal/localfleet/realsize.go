@@ -22,11 +22,11 @@ import (
 // managedFields, as on a real spoke, where they make a Node 15 to 30 KB and a Machine 5 to 6.5.
 
 // WorkerAnnotations are the annotations the machine-config daemon, OVN-Kubernetes, the cloud
-// network config controller and the AWS EBS CSI driver keep on a worker Node named node (i
-// makes its addresses its own).
+// network config controller and the AWS EBS CSI driver keep on a worker Node named node, at its
+// address (NodeIP); i makes its volume IDs its own.
 func WorkerAnnotations(node string, i int) map[string]string {
 	rendered := "rendered-worker-5f7a0c3e9b1d2f4a6c8e0b2d4f6a8c0e"
-	ip := fmt.Sprintf("10.0.%d.%d", 128+i/250%32, i%250+2)
+	ip := NodeIP(node)
 	return map[string]string{
 		"machineconfiguration.openshift.io/controlPlaneTopology":                      "HighlyAvailable",
 		"machineconfiguration.openshift.io/currentConfig":                             rendered,

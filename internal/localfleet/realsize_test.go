@@ -49,15 +49,13 @@ func TestNodeIPIsEachInstancesOwn(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for i := range 2000 {
-		for _, name := range []string{nodeName("spoke-7", i), fmt.Sprintf("node-%d", i)} {
-			ip := NodeIP(name)
-			if _, err := netip.ParseAddr(ip); err != nil {
-				t.Fatalf("NodeIP(%s) = %q: %v", name, ip, err)
-			}
-			if other, dup := seen[ip]; dup && !strings.HasPrefix(name, "node-") {
-				t.Fatalf("NodeIP(%s) = NodeIP(%s) = %s", name, other, ip)
-			}
-			seen[ip] = name
+		name := nodeName("spoke-7", i)
+		if other, dup := seen[NodeIP(name)]; dup {
+			t.Fatalf("NodeIP(%s) = NodeIP(%s) = %s", name, other, NodeIP(name))
+		}
+		seen[NodeIP(name)] = name
+		if ip, err := netip.ParseAddr(NodeIP(fmt.Sprintf("node-%d", i))); err != nil || !ip.Is4() {
+			t.Fatalf("NodeIP(node-%d) = %v: %v", i, ip, err)
 		}
 	}
 	m := MachineFor(MachineSetFor("c", NewMachinePool("ns", "cd", "worker").Build(), Zone), "m", "aws:///us-east-1a/i-1")
@@ -65,5 +63,8 @@ func TestNodeIPIsEachInstancesOwn(t *testing.T) {
 	m.Status = RunningMachineStatus(n, time.Now())
 	if mip, nip := m.Status.Addresses[0].Address, n.Status.Addresses[0].Address; mip != nip || mip != NodeIP(n.Name) {
 		t.Errorf("Machine's address %s, Node's %s, want both %s", mip, nip, NodeIP(n.Name))
+	}
+	if cidrs := n.Annotations["k8s.ovn.org/host-cidrs"]; !strings.Contains(cidrs, `"`+NodeIP(n.Name)+`/`) {
+		t.Errorf("Node's OVN host-cidrs %s, want its address %s", cidrs, NodeIP(n.Name))
 	}
 }
