@@ -35,6 +35,8 @@ func TestBenchPipeline(t *testing.T) {
 	cfg.SimClusters, cfg.SimRealSpokes, cfg.SimTimeout, cfg.SimSteady = 20, 0, 3*time.Minute, 3*time.Second
 	cfg.SimHeartbeat = time.Second // each of the 20 Nodes posts about 3 times in the window
 	cfg.SimLargeRealSpokes = 2
+	// 5 connections to the event server, a cluster of 3 Nodes each, two rates.
+	cfg.CapacityClusters, cfg.CapacityNodes, cfg.CapacityRates, cfg.CapacityWindow = 5, 3, []int{50, 100}, 2*time.Second
 	// A faster HTTP/2 health check than client-go's 30 s + 15 s, so that the
 	// dead-spoke step takes seconds (the report prints it as an override).
 	cfg.ControllerEnv = []string{"HTTP2_READ_IDLE_TIMEOUT_SECONDS=5", "HTTP2_PING_TIMEOUT_SECONDS=5"}
@@ -179,8 +181,15 @@ func TestBenchPipeline(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(cfg.OutDir, "controller-steady-cpu.pprof")); err != nil || fi.Size() == 0 {
 		t.Errorf("in-sync CPU profile: %v", err)
 	}
+	// The capacity step: the recorded spoke replayed to 5 clusters in sync (no write, every
+	// request answered), the events sent at each rate to the controller and to the floor.
+	if cp := rep.Capacity; cp.Skipped != "" || cp.InSync != 5 || cp.Writes != 0 || cp.Unrecorded != 0 || cp.RecordedEvents != 3 ||
+		cp.EventBytes < 10000 || len(cp.Controller) != 2 || len(cp.Floor) != 2 || cp.Controller[1].Achieved < 80 ||
+		cp.Controller[1].USPerEvent <= 0 || cp.Floor[1].USPerEvent <= 0 || cp.ProfileRate <= 0 {
+		t.Errorf("capacity: %+v", cp)
+	}
 	md := rep.Markdown()
-	for _, h := range []string{"## Goals", "## 1. Write cost", "## 1a. At rest", "## 1b. Restart and failover", "## 1c. Dead spokes", "## 2. Convergence", "## 3. Reaction", "## 4. Hub memory", "## 5. Isolation", "## 6. Cost growth"} {
+	for _, h := range []string{"## Goals", "## 1. Write cost", "## 1a. At rest", "## 1b. Restart and failover", "## 1c. Dead spokes", "## 2. Convergence", "## 3. Reaction", "## 4. Hub memory", "## 5. Isolation", "## 6. Cost growth", "## 7. Capacity"} {
 		if !strings.Contains(md, h) {
 			t.Errorf("report lacks %q", h)
 		}

@@ -4,6 +4,7 @@
 //
 //	bench [flags]              run the benchmark
 //	bench controller [flags]   the controller process the benchmark measures
+//	bench floor [flags]        the capacity step's floor: watches read into io.Discard
 package main
 
 import (
@@ -30,6 +31,13 @@ func main() {
 		// bench render report.json [out.md]: re-render a saved report.
 		if err := render(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "bench render:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "floor" {
+		if err := bench.FloorMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench floor:", err)
 			os.Exit(1)
 		}
 		return
@@ -75,7 +83,7 @@ func (v *ints) Set(s string) error {
 
 func run() error {
 	cfg := bench.DefaultConfig()
-	gs, gn := ints(cfg.GrowthSpokes), ints(cfg.GrowthNodes)
+	gs, gn, cr := ints(cfg.GrowthSpokes), ints(cfg.GrowthNodes), ints(cfg.CapacityRates)
 	flag.IntVar(&cfg.Spokes, "spokes", cfg.Spokes, "spokes of the main fleet")
 	flag.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "Nodes (pool replicas) per spoke of the main fleet")
 	flag.DurationVar(&cfg.Idle, "idle", cfg.Idle, "window over which an in-sync fleet's requests are counted (the at-rest goals need at least 10m)")
@@ -98,6 +106,11 @@ func run() error {
 	flag.DurationVar(&cfg.SimHeartbeat, "sim-heartbeat", cfg.SimHeartbeat, "how often each Node posts a real worker's status during that window, as a kubelet does (0: never)")
 	flag.IntVar(&cfg.MaxRealSpokes, "max-real-spokes", cfg.MaxRealSpokes, "grow the fleet to this many real spokes and check all InSync (0: skip)")
 	flag.IntVar(&cfg.MaxRealNodes, "max-real-nodes", cfg.MaxRealNodes, "Nodes per spoke added by -max-real-spokes")
+	flag.IntVar(&cfg.CapacityClusters, "capacity-clusters", cfg.CapacityClusters, "connections of the capacity step, each a cluster on the event server (0 skips it)")
+	flag.IntVar(&cfg.CapacityNodes, "capacity-nodes", cfg.CapacityNodes, "real-sized Nodes (and Machines) of each capacity cluster")
+	flag.Var(&cr, "capacity-rates", "events a second of the capacity step, rising (comma-separated)")
+	flag.DurationVar(&cfg.CapacityWindow, "capacity-window", cfg.CapacityWindow, "window of each capacity rate")
+	flag.StringVar(&cfg.Only, "only", "", "run the fleet's set-up and this step alone: capacity")
 	flag.Float64Var(&cfg.HubQPS, "hub-qps", cfg.HubQPS, "controller's hub client QPS (default: hub-controller's; another value is printed as an override)")
 	flag.IntVar(&cfg.HubBurst, "hub-burst", cfg.HubBurst, "controller's hub client burst")
 	flag.Float64Var(&cfg.SpokeQPS, "spoke-qps", cfg.SpokeQPS, "controller's per-spoke QPS (default: hub-controller's)")
@@ -112,7 +125,7 @@ func run() error {
 	command := flag.String("command", "", "the command to print in the report (default: this command line)")
 	verbose := flag.Bool("v", false, "show the API servers' output")
 	flag.Parse()
-	cfg.GrowthSpokes, cfg.GrowthNodes = gs, gn
+	cfg.GrowthSpokes, cfg.GrowthNodes, cfg.CapacityRates = gs, gn, cr
 	var err error
 	if cfg.ControllerEnv, err = splitList(*env, "-controller-env", "KEY=VALUE", func(e string) bool { return strings.Contains(e, "=") }); err != nil {
 		return err

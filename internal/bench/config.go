@@ -119,6 +119,14 @@ type Config struct {
 	// config/hub's Deployment (fleet.MemoryLimitRatio of its memory limit), "off"
 	// runs without a soft memory limit.
 	GOMEMLIMIT string
+	// CapacityClusters connections to the capacity step's event server, each a cluster of
+	// CapacityNodes real-sized Nodes whose status posts it replays at each of CapacityRates
+	// (events a second, all connections), read over CapacityWindow (0 clusters skip the step).
+	CapacityClusters, CapacityNodes int
+	CapacityRates                   []int
+	CapacityWindow                  time.Duration
+	// Only runs the fleet's set-up and this step alone ("capacity"); empty runs them all.
+	Only string
 	// ConvergeTimeout bounds every wait for convergence.
 	ConvergeTimeout time.Duration
 	// ControllerCommand runs ControllerMain (e.g. [bench-binary, "controller"]).
@@ -151,9 +159,10 @@ func DefaultConfig() Config {
 		SimLargeRealSpokes: 20,
 		MaxRealSpokes:      50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,
-		IdleResync:      3 * time.Minute,
-		ConvergeTimeout: 5 * time.Minute,
-		MemorySettle:    75 * time.Second,
+		IdleResync:       3 * time.Minute,
+		ConvergeTimeout:  5 * time.Minute,
+		MemorySettle:     75 * time.Second,
+		CapacityClusters: 2000, CapacityNodes: 100, CapacityRates: []int{2500, 5000, 10000, 20000, 40000}, CapacityWindow: 20 * time.Second,
 	}
 }
 
@@ -163,6 +172,9 @@ func (c Config) validate() error {
 	}
 	if len(c.ControllerCommand) == 0 {
 		return errors.New("ControllerCommand is empty")
+	}
+	if c.Only != "" && c.Only != "capacity" {
+		return fmt.Errorf("-only %q: the one step that runs alone is capacity", c.Only)
 	}
 	if c.OutDir == "" {
 		return errors.New("OutDir is empty")

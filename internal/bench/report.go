@@ -407,9 +407,10 @@ type Report struct {
 		RecoveredS float64 `json:"recoveredS"`
 		Skipped    string  `json:"skipped,omitempty"`
 	} `json:"detection"`
-	Growth []Point  `json:"growth"`
-	Goals  []Goal   `json:"goals"`
-	Notes  []string `json:"notes"`
+	Capacity CapacityRun `json:"capacity"`
+	Growth   []Point     `json:"growth"`
+	Goals    []Goal      `json:"goals"`
+	Notes    []string    `json:"notes"`
 }
 
 func (r *Report) note(format string, a ...any) { r.Notes = append(r.Notes, fmt.Sprintf(format, a...)) }
@@ -571,6 +572,7 @@ func (r *Report) Judge() {
 	if sl.Skipped == "" && sl.Restarted != nil {
 		add(r.peaksRow())
 	}
+	r.judgeCapacity(add)
 	iso := r.Isolation
 	if iso.Skipped != "" {
 		add(Goal{Figure: "Isolation", Goal: "≤ 1.1×", Skipped: true, Note: iso.Skipped})
@@ -755,6 +757,7 @@ func (r *Report) Markdown() string {
 		p("\nA least-squares line through the Nodes points splits a spoke's cost: **per connection** %.3f MiB RSS (%.3f anonymous), %.3f MiB heap in use (%.3f live), %.3f MiB stacks, %.1f goroutines; **per Node** (with its Machine and MachineSet share) %.1f KiB RSS (%.1f anonymous), %.1f KiB heap in use (%.1f live), %.2f KiB stacks.\n",
 			c.RSSMiB, c.AnonMiB, c.HeapMiB, c.LiveMiB, c.StackMiB, c.Goroutines, 1024*n.RSSMiB, 1024*n.AnonMiB, 1024*n.HeapMiB, 1024*n.LiveMiB, 1024*n.StackMiB)
 	}
+	r.capacityMarkdown(p)
 	p("\n## How to run\n\n`make bench` builds `hack/bench` into `_out/bench/bench` and runs it with the control plane from `hack/controlplane.sh`; it writes `_out/bench/report.md` and `_out/bench/report.json` and copies the Markdown here. Sizes are flags, passed with `BENCH_FLAGS`, e.g. `make bench BENCH_FLAGS='-idle 1m -sim-steady 2m -max-real-spokes 0'` for a shorter run (the at-rest goals and the in-sync CPU's then show why they are not met: they need windows that span the resyncs); `_out/bench/bench -h` lists them (`-spokes`, `-nodes`, `-idle`, `-idle-resync`, `-reaction-samples`, `-growth-spokes`, `-growth-nodes`, `-sim-clusters`, `-sim-real-spokes`, `-sim-large-real-spokes`, `-max-real-spokes`, `-hub-qps`, `-spoke-qps`, ...). `go test ./int -run TestBenchPipeline` runs the same pipeline at tiny sizes. Controller logs of each step are in `_out/bench/controller-*.log`.\n")
 	if len(r.Notes) > 0 {
 		p("\n## Notes\n\n")

@@ -82,6 +82,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b := &bench{cfg: cfg, rep: rep, outDir: cfg.OutDir, watchers: map[string]*watcher{}, wave: map[string]string{},
 		defaults: fleet.Options{}.WithDefaults()}
 	b.fillConfig()
+	rep.Capacity.Skipped = "the step did not run" // until capacity runs
 	defer func() { rep.Duration = time.Since(rep.Started).Round(time.Second).String() }()
 	watchCtx, stopWatchers := context.WithCancel(ctx)
 	b.watchCtx = watchCtx
@@ -96,9 +97,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Judge()
 		return rep, err
 	}
-	b.growth(ctx)
-	b.maxReal(ctx)
-	b.sim(ctx)
+	if cfg.Only == "" {
+		b.growth(ctx)
+		b.maxReal(ctx)
+		b.sim(ctx)
+	}
+	b.capacity(ctx)
 	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 	rep.Judge()
 	return rep, nil
@@ -201,6 +205,10 @@ func (b *bench) main(ctx context.Context) error {
 	}
 	b.rep.Setup.AdoptionS = time.Since(start).Seconds()
 	b.logf("every cluster InSync (adopted) after %s", time.Since(start).Round(time.Millisecond))
+	if cfg.Only != "" {
+		b.rep.note("-only %s: the other steps did not run", cfg.Only)
+		return nil
+	}
 	// The baseline runs with the controller up and in sync, so its writes pay for the same
 	// watches (the controller's and the bench's) as the controller's writes do; they touch a
 	// label no pool owns, so the controller only re-reads and writes nothing.
