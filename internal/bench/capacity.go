@@ -49,8 +49,8 @@ type CapacityRun struct {
 	PeakRSSMiB      float64 `json:"peakRSSMiB"`
 	// Writes the controller sent the event server, and requests it had no recorded answer
 	// for: both 0 when the replayed spoke is in sync and the recording complete.
-	Writes     int64 `json:"writes"`
-	Unrecorded int64 `json:"unrecorded"`
+	Writes     int64       `json:"writes"`
+	Unrecorded int64       `json:"unrecorded"`
 	WindowS    float64     `json:"windowS"`
 	Controller []RatePoint `json:"controller"`
 	Floor      []RatePoint `json:"floor"`
