@@ -178,7 +178,9 @@ func run() error {
 	}
 	fmt.Println(md)
 	fmt.Printf("wrote %s and %s\n", filepath.Join(*out, "report.md"), filepath.Join(*out, "report.json"))
-	if *docs != "" && runErr == nil {
+	if *docs != "" && cfg.Only != "" {
+		fmt.Printf("not copied to %s: -only %s ran one step\n", *docs, cfg.Only)
+	} else if *docs != "" && runErr == nil {
 		if err := os.WriteFile(*docs, []byte(md), 0o644); err != nil {
 			return err
 		}
