@@ -158,8 +158,10 @@ func testWriteOutage(t *testing.T, outage time.Duration) {
 	})
 
 	// Every patch sent before the webhook answered again failed; count those
-	// by when the spoke received them.
-	var during, failed, after int
+	// by when the spoke received them. One received in the second before the
+	// webhook was switched can have been admitted after it, and succeeded: the
+	// check that the fault was injected leaves it out.
+	var during, after, early, earlyFailed int
 	var times []time.Time
 	for _, e := range readAudit(t, s.AuditLogPath)[offset:] {
 		if e.Verb != "patch" {
@@ -171,8 +173,11 @@ func testWriteOutage(t *testing.T, outage time.Duration) {
 		} else {
 			after++
 		}
-		if e.ResponseStatus.Code >= 500 {
-			failed++
+		if e.RequestReceived.Before(clearedAt.Add(-time.Second)) {
+			early++
+			if e.ResponseStatus.Code >= 500 {
+				earlyFailed++
+			}
 		}
 	}
 	// The first sync tries every drifted Machine (their Nodes wait for them);
@@ -185,13 +190,13 @@ func testWriteOutage(t *testing.T, outage time.Duration) {
 		}
 		probes++
 	}
-	t.Logf("%s outage, probe interval %s: %d patches during it (%d at the first sync, %d probes; %d failed in all), %d after; InSync %.1f s after the fault cleared",
-		outage, interval, during, min(during, replicas), probes, failed, after, took.Seconds())
+	t.Logf("%s outage, probe interval %s: %d patches during it (%d at the first sync, %d probes; %d of the %d sent a second or more before it ended failed), %d after; InSync %.1f s after the fault cleared",
+		outage, interval, during, min(during, replicas), probes, earlyFailed, early, after, took.Seconds())
 	if limit := replicas + int(outage/interval) + 3; during > limit {
 		t.Errorf("%d patches during a %s outage, want at most %d: the drifted Machines once, then one per %s", during, outage, limit, interval)
 	}
-	if failed < during {
-		t.Errorf("%d of the %d patches sent during the outage failed: the fault was not injected", failed, during)
+	if early == 0 || earlyFailed < early {
+		t.Errorf("%d of the %d patches sent a second or more before the outage ended failed: the fault was not injected", earlyFailed, early)
 	}
 	if took > 5*time.Second {
 		t.Errorf("InSync %s after the fault cleared, want within 5 s", took.Round(time.Millisecond))
