@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -340,31 +339,16 @@ func (b *bench) whileInSync(ctx context.Context, name string, keep map[string]bo
 	return f(proc)
 }
 
-// capCluster registers capacity cluster i on the hub: a namespace, its kubeconfig Secret (kc),
-// a ClusterDeployment (paused until the step unpauses it) and a pool with spec.
+// capCluster registers capacity cluster i on the hub (registerCluster, kc) with a pool of spec.
 func (b *bench) capCluster(ctx context.Context, i int, kc []byte, spec hivev1.MachinePoolSpec) error {
-	hubc := b.f.Hub.Client
 	name := capName(i)
-	if err := hubc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		return err
-	}
-	secret := name + "-admin-kubeconfig"
-	if err := hubc.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: secret}, Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{localfleet.KubeconfigKey: kc}}); err != nil {
-		return err
-	}
-	cd := localfleet.NewClusterDeployment(name, name).WithInfraID(name+"-inf").WithKubeconfigSecret(secret).
-		WithAnnotation(pausedKey, "true").Build()
-	if err := hubc.Create(ctx, cd); err != nil {
-		return err
-	}
-	if err := localfleet.SetCondition(ctx, hubc, cd, hivev1.UnreachableCondition, corev1.ConditionFalse, "ClusterReachable", "cluster is reachable"); err != nil {
+	if err := b.registerCluster(ctx, name, kc); err != nil {
 		return err
 	}
 	mp := localfleet.NewMachinePool(name, name, capPool).Build()
 	mp.Spec = *spec.DeepCopy()
 	mp.Spec.ClusterDeploymentRef.Name = name
-	return hubc.Create(ctx, mp)
+	return b.f.Hub.Client.Create(ctx, mp)
 }
 
 // floorProc is the floor's reader process.
@@ -373,15 +357,7 @@ type floorProc struct {
 	done chan struct{}
 }
 
-func (f *floorProc) stop() {
-	_ = f.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-f.done:
-	case <-time.After(10 * time.Second):
-		_ = f.cmd.Process.Kill()
-		<-f.done
-	}
-}
+func (f *floorProc) stop() { interruptThenKill(f.cmd.Process, f.done, 10*time.Second) }
 
 // startFloor starts `bench floor` on conns connections to srv, each watching what the
 // controller's Node watches did, and waits until every watch is open.

@@ -248,18 +248,24 @@ func (p *controllerProc) kill() error {
 	return nil
 }
 
+// interruptThenKill interrupts proc and, if it has not ended (done) within grace, kills it; it
+// returns once proc has ended.
+func interruptThenKill(proc *os.Process, done <-chan struct{}, grace time.Duration) {
+	_ = proc.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = proc.Kill()
+		<-done
+	}
+}
+
 func (p *controllerProc) stop() {
 	if p == nil || p.cmd.Process == nil {
 		return
 	}
 	p.stopOnce.Do(func() {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		interruptThenKill(p.cmd.Process, p.done, 20*time.Second)
 	})
 }
 

@@ -545,8 +545,20 @@ func clearSpokes(ctx context.Context, spokes []*localfleet.Spoke) error {
 func simName(i int) string { return fmt.Sprintf("sim-%04d", i) }
 
 func (b *bench) simCluster(ctx context.Context, sp *localfleet.Spoke, kc []byte, i int) error {
+	if err := b.registerCluster(ctx, simName(i), kc); err != nil {
+		return err
+	}
+	if err := b.f.Hub.Client.Create(ctx, b.simPool(i)); err != nil {
+		return err
+	}
+	return b.simSpokeObjects(ctx, sp, i)
+}
+
+// registerCluster makes what Hive holds on the hub for a cluster named name, in a namespace of
+// that name: its admin kubeconfig Secret (kc) and its ClusterDeployment, reachable and paused
+// (until a step unpauses it, setPaused).
+func (b *bench) registerCluster(ctx context.Context, name string, kc []byte) error {
 	hubc := b.f.Hub.Client
-	name := simName(i)
 	if err := hubc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		return err
 	}
@@ -555,19 +567,12 @@ func (b *bench) simCluster(ctx context.Context, sp *localfleet.Spoke, kc []byte,
 		Data: map[string][]byte{localfleet.KubeconfigKey: kc}}); err != nil {
 		return err
 	}
-	infra := name + "-inf"
-	cd := localfleet.NewClusterDeployment(name, name).WithInfraID(infra).WithKubeconfigSecret(secret).
+	cd := localfleet.NewClusterDeployment(name, name).WithInfraID(name+"-inf").WithKubeconfigSecret(secret).
 		WithAnnotation(pausedKey, "true").Build()
 	if err := hubc.Create(ctx, cd); err != nil {
 		return err
 	}
-	if err := localfleet.SetCondition(ctx, hubc, cd, hivev1.UnreachableCondition, corev1.ConditionFalse, "ClusterReachable", "cluster is reachable"); err != nil {
-		return err
-	}
-	if err := hubc.Create(ctx, b.simPool(i)); err != nil {
-		return err
-	}
-	return b.simSpokeObjects(ctx, sp, i)
+	return localfleet.SetCondition(ctx, hubc, cd, hivev1.UnreachableCondition, corev1.ConditionFalse, "ClusterReachable", "cluster is reachable")
 }
 
 func (b *bench) simPool(i int) *hivev1.MachinePool {
