@@ -185,7 +185,8 @@ func TestBenchPipeline(t *testing.T) {
 	// request answered), the events sent at each rate to the controller and to the floor.
 	if cp := rep.Capacity; cp.Skipped != "" || cp.InSync != 5 || cp.Writes != 0 || cp.Unrecorded != 0 || cp.RecordedEvents != 3 ||
 		cp.EventBytes < 10000 || len(cp.Controller) != 2 || len(cp.Floor) != 2 || cp.Controller[1].Achieved < 80 ||
-		cp.Controller[1].USPerEvent <= 0 || cp.Floor[1].USPerEvent <= 0 || cp.ProfileRate <= 0 {
+		cp.Controller[1].USPerEvent <= 0 || cp.Floor[1].USPerEvent <= 0 || cp.ProfileRate <= 0 ||
+		cp.Restart == nil || cp.Restart.InSync != 5 || cp.Restart.PeakRSSMiB <= 0 {
 		t.Errorf("capacity: %+v", cp)
 	}
 	md := rep.Markdown()

@@ -46,6 +46,8 @@ type CapacityRun struct {
 	InSync          int     `json:"inSync"`
 	AllInSyncS      float64 `json:"allInSyncS"`
 	PeakRSSMiB      float64 `json:"peakRSSMiB"`
+	// Restart is a controller started again on the same clusters once the rates are done.
+	Restart *RestartedRun `json:"restart,omitempty"`
 	// Writes the controller sent the event server, and requests it had no recorded answer
 	// for: both 0 when the replayed spoke is in sync and the recording complete.
 	Writes     int64       `json:"writes"`
@@ -103,7 +105,9 @@ func capName(i int) string { return fmt.Sprintf("cap-%04d", i) }
 //     the Node watches, and the controller's CPU is read over CapacityWindow; the rates stop
 //     rising at the first that is not kept up with. The best rate is run again under the
 //     CPU profiler.
-//  5. The controller stopped, the floor's reader (`bench floor`, client-go's transport,
+//  5. The controller stopped, another is started on the same clusters (a restart at real size:
+//     time to all InSync, peak RSS).
+//  6. The floor's reader (`bench floor`, client-go's transport,
 //     io.Discard) opens the same number of connections and Node watches, and the same rates
 //     are read again.
 func (b *bench) capacity(ctx context.Context) {
@@ -228,6 +232,10 @@ func (b *bench) runCapacity(ctx context.Context, c *CapacityRun) error {
 	}
 	c.Writes, c.Unrecorded = srv.writes.Load(), srv.unrecorded.Load()
 	proc.stop()
+	// A restart on the same clusters, in sync, their statuses already right.
+	b.logf("capacity: restarting the controller on the %d clusters", c.Clusters)
+	c.Restart = b.restartedMemory(ctx, "capacity-restart", b.memLimit, c.Clusters, b.cfg.RestartTimeout)
+	b.logf("capacity: restart: %d InSync after %.0f s, peak RSS %.0f MiB %s", c.Restart.InSync, c.Restart.AllInSyncS, c.Restart.PeakRSSMiB, c.Restart.Skipped)
 
 	floor, err := b.startFloor(ctx, srv, c.Clusters)
 	if err != nil {
