@@ -48,6 +48,9 @@ type CapacityRun struct {
 	PeakRSSMiB      float64 `json:"peakRSSMiB"`
 	// Restart is a controller started again on the same clusters once the rates are done.
 	Restart *RestartedRun `json:"restart,omitempty"`
+	// RestartServerCPUS is the event server's CPU (the bench process's) over the restart,
+	// its time at rest after InSync included.
+	RestartServerCPUS float64 `json:"restartServerCPUS"`
 	// Writes the controller sent the event server, and requests it had no recorded answer
 	// for: both 0 when the replayed spoke is in sync and the recording complete.
 	Writes     int64       `json:"writes"`
@@ -234,8 +237,15 @@ func (b *bench) runCapacity(ctx context.Context, c *CapacityRun) error {
 	proc.stop()
 	// A restart on the same clusters, in sync, their statuses already right.
 	b.logf("capacity: restarting the controller on the %d clusters", c.Clusters)
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return err
+	}
+	own0 := procCPUSeconds(fs, os.Getpid())
 	c.Restart = b.restartedMemory(ctx, "capacity-restart", b.memLimit, c.Clusters, b.cfg.RestartTimeout)
-	b.logf("capacity: restart: %d InSync after %.0f s, peak RSS %.0f MiB %s", c.Restart.InSync, c.Restart.AllInSyncS, c.Restart.PeakRSSMiB, c.Restart.Skipped)
+	c.RestartServerCPUS = procCPUSeconds(fs, os.Getpid()) - own0
+	b.logf("capacity: restart: %d InSync after %.0f s, peak RSS %.0f MiB, controller CPU %.0f s, machine %.0f%% busy; the event server %.0f s of CPU %s",
+		c.Restart.InSync, c.Restart.AllInSyncS, c.Restart.PeakRSSMiB, c.Restart.CPUS, c.Restart.BusyPct, c.RestartServerCPUS, c.Restart.Skipped)
 
 	floor, err := b.startFloor(ctx, srv, c.Clusters)
 	if err != nil {

@@ -87,7 +87,8 @@ func (r *Report) judgeCapacity(add func(Goal)) {
 		g.Measured = fmt.Sprintf("%d of %d InSync; peak RSS %.0f MiB", rs.InSync, c.Clusters, rs.PeakRSSMiB)
 		g.Note = rs.Skipped
 	default:
-		g.Measured = fmt.Sprintf("%.1f s to %d/%d InSync; peak RSS %.0f MiB", rs.AllInSyncS, rs.InSync, c.Clusters, rs.PeakRSSMiB)
+		g.Measured = fmt.Sprintf("%.1f s to %d/%d InSync; peak RSS %.0f MiB; the controller used %.0f s of CPU while the machine's CPUs were %.0f%% busy (the event server %.0f s)",
+			rs.AllInSyncS, rs.InSync, c.Clusters, rs.PeakRSSMiB, rs.CPUS, rs.BusyPct, c.RestartServerCPUS)
 		g.Pass = rs.AllInSyncS <= 60 && rs.PeakRSSMiB < limit && c.Clusters >= shardClusters && c.NodesPerCluster >= 100
 		g.Note = joinNotes(ratioMiss(rs.AllInSyncS, 60),
 			ifStr(c.Clusters < shardClusters || c.NodesPerCluster < 100, "below a shard's size (2,000 clusters of 100 Nodes)"),
@@ -106,7 +107,8 @@ func (r *Report) capacityMarkdown(p func(string, ...any)) {
 	p("What a Node status post costs the controller, with no API server or etcd on the machine's cores. On the first spoke, cleared, a pool of %d real-sized Nodes and Machines was made and adopted; a cluster reaching that spoke through the benchmark's event server (TLS, HTTP/2) recorded the controller's lists and watches as the spoke answered them, and each Node's status was posted twice as a kubelet posts it, the second posts' watch events kept (%d events, %d bytes each on average, frame included: the Node as the API server sends it, managedFields and all). Then %d ClusterDeployments with the same pool reached the event server replaying, each its own TLS connection, watches and %d-Node cache, as %d real spokes would be; a controller as config/hub runs it synced them in %.0f s (peak RSS %.0f MiB), sending %d writes; %d requests had no recorded answer. At each rate, the server sent the recorded events in turn, spread over the open Node watches, and the controller's CPU was read over %.0f s after %s; the rates stop at the first one not kept up with (%.0f%% of it sent: the server's writes are held back when a reader falls behind, by HTTP/2's flow control). Every event is a status post that changes nothing the controller's records keep, as a busy kubelet's posts on a cluster in sync are; the controller recognises it by its digest without decoding it.\n\n",
 		c.NodesPerCluster, c.RecordedEvents, c.EventBytes, c.Clusters, c.NodesPerCluster, c.Clusters, c.AllInSyncS, c.PeakRSSMiB, c.Writes, c.Unrecorded, c.WindowS, capacitySettle, 100*keptUp)
 	if rs := c.Restart; rs != nil {
-		p("Then the controller was stopped and started again on the same clusters, their statuses already right: %d of %d InSync after %.1f s, peak RSS %.0f MiB%s.\n\n", rs.InSync, c.Clusters, rs.AllInSyncS, rs.PeakRSSMiB, ifStr(rs.Skipped != "", " ("+rs.Skipped+")"))
+		p("Then the controller was stopped and started again on the same clusters, their statuses already right: %d of %d InSync after %.1f s, peak RSS %.0f MiB; it used %.0f s of CPU until then, the machine's CPUs %.0f%% busy, the event server %.0f s of CPU (until the controller was measured at rest)%s.\n\n",
+			rs.InSync, c.Clusters, rs.AllInSyncS, rs.PeakRSSMiB, rs.CPUS, rs.BusyPct, c.RestartServerCPUS, ifStr(rs.Skipped != "", " ("+rs.Skipped+")"))
 	}
 	p("The floor is `bench floor`: client-go's transport (TLS, HTTP/2) on as many connections, one watch each with the controller's Node watch's URL and Accept, every byte read into io.Discard, at the same rates once the controller was stopped.\n\n")
 	p("| reader | asked (events/s) | sent (events/s) | reader CPU (cores) | µs an event | event server CPU (cores) | machine busy | kept up |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")

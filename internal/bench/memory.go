@@ -74,12 +74,14 @@ func (b *bench) restartedMemory(ctx context.Context, name, memLimit string, n in
 		return r
 	}
 	defer proc.stop()
+	cpu0 := markCPU(proc)
 	got, inSyncAt, err := b.waitStateAt(ctx, proc, fleet.StateInSync, n, timeout, func(int) {
 		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil {
 			r.PeakRSSMiB = max(r.PeakRSSMiB, mib(rss))
 		}
 	})
 	r.InSync, r.AllInSyncS = got, inSyncAt.Sub(proc.started).Seconds()
+	r.CPUS, r.BusyPct = markCPU(proc).since(cpu0)
 	if err != nil {
 		r.Skipped = fmt.Sprintf("%d of %d InSync when the wait stopped: %v", got, n, err)
 		return r

@@ -65,9 +65,13 @@ type Memory struct {
 
 // RestartedRun is a controller started on clusters already in sync, measured once at rest.
 type RestartedRun struct {
-	InSync     int      `json:"inSync"`
-	AllInSyncS float64  `json:"allInSyncS"`
-	PeakRSSMiB float64  `json:"peakRSSMiB"`
+	InSync     int     `json:"inSync"`
+	AllInSyncS float64 `json:"allInSyncS"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	// CPUS is the controller's CPU from its start until every cluster was InSync, and BusyPct
+	// how busy the machine's CPUs were meanwhile.
+	CPUS       float64  `json:"cpuS"`
+	BusyPct    float64  `json:"busyPct"`
 	Memory     Memory   `json:"memory"`
 	PerCluster perSpoke `json:"perCluster"`
 	Skipped    string   `json:"skipped,omitempty"`
