@@ -236,10 +236,8 @@ func (s *eventServer) recordWatch(w http.ResponseWriter, r *http.Request, key st
 	ct := resp.Header.Get("Content-Type")
 	w.Header().Set("Content-Type", ct)
 	w.WriteHeader(resp.StatusCode)
-	fl, _ := w.(http.Flusher)
-	if fl != nil {
-		fl.Flush()
-	}
+	fl := w.(http.Flusher) // net/http's writers, HTTP/1.1 and HTTP/2, all flush
+	fl.Flush()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(w, resp.Body)
 		return
