@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"io"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -50,11 +51,11 @@ type eventServer struct {
 	watches map[string]*watchRecord
 	capture bool
 
-	rate            atomic.Uint64 // events a second, all watches
-	openWithEvents  atomic.Int64  // open replayed watches that have events to send
-	sent, sentBytes atomic.Int64
-	unrecorded      atomic.Int64 // requests replay had no answer for (and writes)
-	writes          atomic.Int64 // requests other than GET
+	rate           atomic.Uint64 // events a second, all watches
+	openWithEvents atomic.Int64  // open replayed watches that have events to send
+	sent           atomic.Int64
+	unrecorded     atomic.Int64 // requests replay had no answer for (and writes)
+	writes         atomic.Int64 // requests other than GET
 }
 
 type answer struct {
@@ -337,7 +338,7 @@ func (s *eventServer) replayWatch(w http.ResponseWriter, r *http.Request, key st
 	defer s.openWithEvents.Add(-1)
 	// Each watch starts at a frame and a moment of its own, so that the events spread over
 	// the connections and over time.
-	next := int(randUint64() % uint64(len(rec.frames)))
+	next := mrand.N(len(rec.frames))
 	wait := func() time.Duration {
 		rate := s.rate.Load()
 		if rate == 0 {
@@ -345,7 +346,7 @@ func (s *eventServer) replayWatch(w http.ResponseWriter, r *http.Request, key st
 		}
 		return time.Duration(float64(time.Second) * float64(s.openWithEvents.Load()) / float64(rate))
 	}
-	timer := time.NewTimer(time.Duration(randUint64() % uint64(max(wait(), time.Millisecond))))
+	timer := time.NewTimer(mrand.N(max(wait(), time.Millisecond)))
 	defer timer.Stop()
 	due := time.Now()
 	for {
@@ -366,7 +367,6 @@ func (s *eventServer) replayWatch(w http.ResponseWriter, r *http.Request, key st
 		}
 		fl.Flush()
 		s.sent.Add(1)
-		s.sentBytes.Add(int64(len(f)))
 		// Keep to the schedule (a late send makes the next one sooner), but never catch up
 		// more than a second's worth: a watch that was held back by flow control is reported
 		// by the rate it achieved, not made good in a burst.
@@ -376,12 +376,6 @@ func (s *eventServer) replayWatch(w http.ResponseWriter, r *http.Request, key st
 		}
 		timer.Reset(max(0, time.Until(due)))
 	}
-}
-
-func randUint64() uint64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:])
 }
 
 // selfSigned makes a certificate for 127.0.0.1 that is its own CA.
