@@ -968,7 +968,7 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 			v, ok := valueOf(ss, map[string]string{"delivery": "immediate"})
 			return ok && !math.IsNaN(v) && v > 0
 		})
-		ps.waitQuery(t, "propagation SLO error ratio", 30*time.Second, q("Propagation SLO: share of changes slower than 60 s", "A", all), func(ss []promSample) bool {
+		ps.waitQuery(t, "propagation SLO error ratio", 30*time.Second, q("Propagation SLO: share of changes slower than 10 s", "A", all), func(ss []promSample) bool {
 			return len(ss) == 1 && ss[0].Value >= 0 && ss[0].Value <= 1
 		})
 	})

@@ -23,8 +23,9 @@ const (
 	DeliveryPaced = "paced"
 )
 
-// propagationBuckets run from 50 ms to an hour, with 60 s (the SLO's
-// threshold) among them.
+// propagationBuckets run from 50 ms to an hour, with 10 s (the SLO's
+// default threshold) and the others an objective may take among them
+// (README, "Propagation SLO").
 var propagationBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
 func newPropagation() *prometheus.HistogramVec {

@@ -1,6 +1,10 @@
 package fleet
 
 import (
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -135,5 +139,25 @@ func TestPropagationClockSkipsWhatTheControllerCannotDo(t *testing.T) {
 	p.delivered("ns/pool", v1alpha1.MachinePoolSyncStatus{Phase: v1alpha1.PhaseRefused, ObservedGeneration: 3}, t0.Add(time.Second), h)
 	if p.timing("ns/pool", 3) {
 		t.Error("a refused generation is still timed")
+	}
+}
+
+// Every bucket config/hub's rules read of the propagation histogram (the
+// SLO's threshold) is one of its bounds: a le the histogram lacks has no
+// series, and its error ratio would be empty, so no alert would ever fire.
+func TestPropagationRulesReadBoundsOfTheHistogram(t *testing.T) {
+	raw, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := regexp.MustCompile(`pool_propagation_seconds_bucket\{[^}]*le="([^"]+)"`).FindAllStringSubmatch(string(raw), -1)
+	if len(read) == 0 {
+		t.Fatal("no rule reads a bucket of pool_propagation_seconds")
+	}
+	for _, m := range read {
+		le, err := strconv.ParseFloat(m[1], 64)
+		if err != nil || !slices.Contains(propagationBuckets, le) {
+			t.Errorf("a rule reads le=%q, not a bound of %v", m[1], propagationBuckets)
+		}
 	}
 }
