@@ -151,33 +151,42 @@ const (
 // LinkNode creates the Machine's Node as kubelet registers it, then links it
 // as nodelink does (its annotation, the Machine's labels and missing taints,
 // in one Update as NodelinkFieldManager), and sets the Machine's
-// status.nodeRef through the status subresource.
+// status.nodeRef through the status subresource. Like nodelink, which works
+// from its informers' cache, it writes the Node as created and the Machine as
+// read before, and reads either again only on a conflict: four requests in a
+// row, not six.
 func (s *Spoke) LinkNode(ctx context.Context, machine string) (*corev1.Node, error) {
 	m, n, err := s.createNode(ctx, machine)
 	if err != nil {
 		return nil, err
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil {
-			return err
-		}
+	if err := s.updateHeld(ctx, n, func() error {
 		linkOnto(m, n)
 		return s.Admin.Update(ctx, n, client.FieldOwner(NodelinkFieldManager))
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("%s: link Node %s: %w", s.Name, n.Name, err)
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
-			return err
-		}
+	if err := s.updateHeld(ctx, m, func() error {
 		m.Status = RunningMachineStatus(n, time.Now())
 		return s.Admin.Status().Update(ctx, m)
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("%s: link Node %s: %w", s.Name, n.Name, err)
 	}
 	return n, nil
+}
+
+// updateHeld runs update on obj as held, and after a conflict on obj read again.
+func (s *Spoke) updateHeld(ctx context.Context, obj client.Object, update func() error) error {
+	stale := false
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if stale {
+			if err := s.Admin.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return err
+			}
+		}
+		stale = true
+		return update()
+	})
 }
 
 // linkOnto does to n what nodelink does when it links n to m: names m in
