@@ -27,6 +27,8 @@ func TestBenchPipeline(t *testing.T) {
 	cfg.Spokes, cfg.Nodes = 3, 3
 	cfg.Idle, cfg.IdleResync = 6*time.Second, 2*time.Second
 	cfg.ReactionSamples, cfg.ReactionConcurrency = 10, 2
+	// Meanwhile the 2 healthy spokes' Nodes post: one spoke's every second, the other's every 2 s.
+	cfg.ReactionFastSpokes, cfg.ReactionFastHeartbeat, cfg.ReactionHeartbeat = 1, time.Second, 2*time.Second
 	cfg.GrowthSpokes = []int{1}
 	cfg.GrowthNodes, cfg.GrowthNodesSpokes = []int{2, 4}, 1
 	// 3 main spokes (one degraded) + 1 of the Nodes dimension; the ceiling step adds one.
@@ -67,7 +69,10 @@ func TestBenchPipeline(t *testing.T) {
 	}
 	// The controller's propagation histogram counted every change of the
 	// wave, and its p99 is within a bucket of the bench's own.
-	if pc := c.Propagation; pc == nil || pc.Pools != 3 || pc.Observed != pc.Pools || pc.BucketsApart > 1 || pc.HistogramP99Ms <= 0 {
+	if pc := c.Propagation; pc == nil || pc.Pools != 3 || pc.Observed != pc.Pools || pc.BucketsApart > 1 || pc.HistogramP99Ms <= 0 ||
+		pc.ObjectiveS != 10 || pc.WithinObjective > pc.Observed || !slices.ContainsFunc(rep.Goals, func(g bench.Goal) bool {
+		return strings.HasPrefix(g.Figure, "Pool changes within the propagation SLO's objective")
+	}) {
 		t.Errorf("propagation histogram vs the bench: %+v", pc)
 	} else {
 		t.Logf("propagation p99: histogram %.0f ms %s, bench %.0f ms %s", pc.HistogramP99Ms, pc.HistogramBucket, pc.MeasuredP99Ms, pc.MeasuredBucket)
@@ -129,6 +134,12 @@ func TestBenchPipeline(t *testing.T) {
 	rc := rep.Reaction
 	if rc.NewNode.N+rc.BornInSync != 10 || rc.Removal.N != 10 || rc.Removal.P99Ms <= 0 {
 		t.Errorf("reaction: %+v", rc)
+	}
+	// The samples ran while the Nodes posted, each post one watch event at the controller (a
+	// cluster a spoke), and every status was put back; the controller's CPU and RSS were read.
+	if hb := rc.Heartbeats; hb.Posted < 3 || hb.Failed != 0 || hb.Events != hb.Posted || hb.NodeBytes < 8<<10 || !hb.Restored ||
+		rc.FastSpokes != 1 || rc.WindowS <= 0 || rc.ControllerCPUPercent <= 0 || rc.RSSMiB <= 0 {
+		t.Errorf("reaction heartbeats: %+v", rc)
 	}
 	if iso := rep.Isolation; iso.Skipped != "" || iso.BlackHoleMs <= 0 || iso.DelayMs <= 0 || iso.BaselineMs <= 0 {
 		t.Errorf("isolation: %+v", iso)

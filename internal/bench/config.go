@@ -34,6 +34,13 @@ type Config struct {
 	// ReactionSamples per kind (new Node, out-of-band removal), spread over
 	// the healthy spokes, ReactionConcurrency at a time.
 	ReactionSamples, ReactionConcurrency int
+	// ReactionHeartbeat is how often each Node of the reaction step's spokes posts a real
+	// worker's status while the samples run (a busy shard's kubelet: about once a minute), and
+	// the Nodes of the first ReactionFastSpokes of them every ReactionFastHeartbeat instead (a
+	// KubeletConfig that sets nodeStatusUpdateFrequency without nodeStatusReportFrequency: 10 s).
+	// 0: no posts.
+	ReactionHeartbeat, ReactionFastHeartbeat time.Duration
+	ReactionFastSpokes                       int
 	// DegradedFraction of the spokes are black-holed, then delayed by
 	// Delay, while the others' convergence is measured (at least 1 spoke
 	// when > 0 and there are 2 or more spokes).
@@ -81,7 +88,8 @@ type Config struct {
 	// minutes held or not, reading about 3% or 7%.
 	SimSteady time.Duration
 	// SimHeartbeat is how often each Node of the simulation's spokes posts its status during
-	// the in-sync window, as its kubelet does when nothing changes (nodeStatusReportFrequency,
+	// the in-sync window: a busy shard's rate, about once a minute (a kubelet posts whenever
+	// anything but the heartbeat time changed, and at least every nodeStatusReportFrequency,
 	// 5 minutes), a real worker's status each time: every post is a watch event, the size of a
 	// real worker's Node, at each cache that holds the Node (0: no heartbeats). Each Node is
 	// given that status once before the window, so that the window holds heartbeats alone.
@@ -152,10 +160,11 @@ func DefaultConfig() Config {
 		Spokes: 20, Nodes: 50,
 		Idle:            10 * time.Minute,
 		ReactionSamples: 50, ReactionConcurrency: 4,
+		ReactionHeartbeat: time.Minute, ReactionFastHeartbeat: 10 * time.Second, ReactionFastSpokes: 2,
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100, 250}, GrowthNodesSpokes: 10,
-		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 15 * time.Minute, StartProfile: 30 * time.Second, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimHeartbeat: 5 * time.Minute, SimRSSCapMiB: 6144,
+		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 15 * time.Minute, StartProfile: 30 * time.Second, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimHeartbeat: time.Minute, SimRSSCapMiB: 6144,
 		SimLargeRealSpokes: 20,
 		MaxRealSpokes:      50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,

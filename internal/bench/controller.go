@@ -495,6 +495,48 @@ func deploymentMemoryLimit(rendered []byte) (int64, error) {
 	return q.Value(), nil
 }
 
+// sloObjective is the propagation SLO's threshold in config/hub's rendered PrometheusRule, in
+// seconds: the le of its error_ratio rules' bucket, which must be the same in each.
+func sloObjective(rendered []byte) (float64, error) {
+	type rule struct {
+		Record string `json:"record"`
+		Expr   string `json:"expr"`
+	}
+	var les []string
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		var pr struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				Groups []struct {
+					Rules []rule `json:"rules"`
+				} `json:"groups"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &pr); err != nil || pr.Kind != "PrometheusRule" {
+			continue
+		}
+		for _, g := range pr.Spec.Groups {
+			for _, r := range g.Rules {
+				if !strings.HasPrefix(r.Record, "shard:"+propagationMetric+":error_ratio_") {
+					continue
+				}
+				m := leLabel.FindStringSubmatch(r.Expr)
+				if m == nil {
+					return 0, fmt.Errorf("config/hub: %s has no le", r.Record)
+				}
+				les = append(les, m[1])
+			}
+		}
+	}
+	if len(les) == 0 {
+		return 0, errors.New("config/hub: no propagation SLO error_ratio rule")
+	}
+	if slices.ContainsFunc(les, func(le string) bool { return le != les[0] }) {
+		return 0, fmt.Errorf("config/hub: the propagation SLO's error_ratio rules differ in le: %v", les)
+	}
+	return strconv.ParseFloat(les[0], 64)
+}
+
 // controllerFlags is the controller's flag set: hub-controller run's (fleet.RunConfig), to
 // which ControllerMain adds its own.
 func controllerFlags() (*flag.FlagSet, *fleet.RunConfig) {

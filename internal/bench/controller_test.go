@@ -111,3 +111,23 @@ func TestProcCPUSecondsIsFinerThanATick(t *testing.T) {
 		t.Errorf("3 ms of work read as %.6f s of CPU (from %.9f to %.9f, %d loops)", got, before, after, x)
 	}
 }
+
+// The wave's objective is the one config/hub's PrometheusRule alerts on, and rules that
+// disagree on it are refused rather than one of them read.
+func TestSLOObjectiveComesFromConfigHub(t *testing.T) {
+	rendered, err := hub.Render(filepath.Join("..", "..", "config", "hub", "base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := sloObjective(rendered)
+	if err != nil || got != 10 {
+		t.Fatalf("sloObjective = %v, %v; want config/hub's 10 s", got, err)
+	}
+	split := strings.Replace(string(rendered), `le="10"`, `le="30"`, 1)
+	if _, err := sloObjective([]byte(split)); err == nil || !strings.Contains(err.Error(), "differ") {
+		t.Errorf("rules that differ in le: err = %v", err)
+	}
+	if _, err := sloObjective([]byte("kind: ConfigMap\n")); err == nil {
+		t.Error("no PrometheusRule: no error")
+	}
+}

@@ -32,6 +32,9 @@ type heartbeatTally struct {
 	NodeBytes int `json:"nodeBytes"`
 	// Restored is whether every Node's status was put back as it was.
 	Restored bool `json:"restored"`
+	// PerSecond is the posts a second, from the first beat to stop (summed over the groups
+	// stopHeartbeats stops).
+	PerSecond float64 `json:"perSecond"`
 }
 
 // heartbeatNode is one Node startHeartbeats posts for.
@@ -49,6 +52,7 @@ type heartbeats struct {
 	done                   chan struct{} // closed when no more posts start
 	posts                  errgroup.Group
 	posted, failed, events atomic.Int64
+	began                  time.Time // the first beat's tick
 }
 
 // startHeartbeats posts the status of every Node on spokes once a period, as a kubelet does when
@@ -88,6 +92,7 @@ func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map
 	var hctx context.Context
 	hctx, h.cancel = context.WithCancel(ctx)
 	h.posts.SetLimit(8)
+	h.began = time.Now()
 	go func() {
 		defer close(h.done)
 		if len(h.nodes) == 0 {
@@ -125,6 +130,7 @@ func (h *heartbeats) stop(ctx context.Context) heartbeatTally {
 	<-h.done
 	_ = h.posts.Wait()
 	tally := heartbeatTally{Posted: h.posted.Load(), Failed: h.failed.Load(), Events: h.events.Load()}
+	tally.PerSecond = float64(tally.Posted) / time.Since(h.began).Seconds()
 	if len(h.nodes) > 0 && tally.Posted > 0 {
 		n := &corev1.Node{}
 		if err := h.nodes[0].spoke.Admin.Get(ctx, types.NamespacedName{Name: h.nodes[0].name}, n); err == nil {

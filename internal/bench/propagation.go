@@ -29,17 +29,23 @@ type PropagationCheck struct {
 	HistogramBucket string `json:"histogramBucket"`
 	MeasuredBucket  string `json:"measuredBucket"`
 	BucketsApart    int    `json:"bucketsApart"`
+	// ObjectiveS is the SLO's threshold, the le of config/hub's error_ratio
+	// rules; WithinObjective how many of the wave's observed changes its
+	// bucket counted (0 if the histogram has no such bound).
+	ObjectiveS      float64 `json:"objectiveS"`
+	WithinObjective int     `json:"withinObjective"`
 }
 
 const propagationMetric = "hub_node_metadata_pool_propagation_seconds"
 
 var leLabel = regexp.MustCompile(`le="([^"]+)"`)
 
-// propagationCheck reads the histogram's increase between two scrapes and
-// compares its p99 with the p99 of perPoolMs.
-func propagationCheck(before, after Samples, perPoolMs map[string]float64) *PropagationCheck {
+// propagationCheck reads the histogram's increase between two scrapes,
+// compares its p99 with the p99 of perPoolMs, and counts the changes within
+// the SLO's objective (seconds).
+func propagationCheck(before, after Samples, perPoolMs map[string]float64, objective float64) *PropagationCheck {
 	immediate := map[string]string{"delivery": "immediate"}
-	pc := &PropagationCheck{Pools: len(perPoolMs),
+	pc := &PropagationCheck{Pools: len(perPoolMs), ObjectiveS: objective,
 		Observed: int(math.Round(after.Sum(propagationMetric+"_count", immediate) - before.Sum(propagationMetric+"_count", immediate)))}
 	type bucket struct{ le, count float64 }
 	var buckets []bucket
@@ -53,6 +59,9 @@ func propagationCheck(before, after Samples, perPoolMs map[string]float64) *Prop
 			continue
 		}
 		buckets = append(buckets, bucket{le, after[k] - before[k]})
+		if le == objective {
+			pc.WithinObjective = int(math.Round(after[k] - before[k]))
+		}
 	}
 	slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
 	bounds := make([]float64, len(buckets))

@@ -226,14 +226,17 @@ type Report struct {
 		StartProfile string
 		// SimHeartbeat is how often each Node posted its status in the in-sync window
 		// (Config.SimHeartbeat).
-		SimHeartbeat                            string
-		GrowthSpokes, GrowthNodes               []int
-		GrowthNodesSpokes                       int
-		HubQPS                                  float64
-		HubBurst                                int
-		SpokeQPS                                float64
-		SpokeBurst                              int
-		MaxConcurrentClusters, WritesPerCluster int
+		SimHeartbeat string
+		// ReactionHeartbeat and ReactionFastHeartbeat are how often the reaction spokes' Nodes
+		// posted while the samples ran (Config.ReactionHeartbeat, Config.ReactionFastHeartbeat).
+		ReactionHeartbeat, ReactionFastHeartbeat string
+		GrowthSpokes, GrowthNodes                []int
+		GrowthNodesSpokes                        int
+		HubQPS                                   float64
+		HubBurst                                 int
+		SpokeQPS                                 float64
+		SpokeBurst                               int
+		MaxConcurrentClusters, WritesPerCluster  int
 		// GOMEMLIMIT of the controller process: hub-controller sets it to MemoryLimitRatio of
 		// its container's memory limit (DeploymentMemoryLimit, in bytes, from config/hub's
 		// Deployment), and the benchmark passes the same.
@@ -249,6 +252,9 @@ type Report struct {
 		Overrides []string `json:"overrides"`
 		// ResyncPeriod is the --resync-period those args give (the binary's default if none).
 		ResyncPeriod time.Duration `json:"resyncPeriodNs"`
+		// SLOObjectiveS is the propagation SLO's threshold in config/hub's PrometheusRule
+		// (the le of its error_ratio rules), in seconds.
+		SLOObjectiveS float64 `json:"sloObjectiveS"`
 	} `json:"config"`
 	Setup struct {
 		FleetStartS float64 `json:"fleetStartS"`
@@ -301,6 +307,15 @@ type Report struct {
 		Unrepaired   int          `json:"unrepaired"`
 		SpokesUsed   int          `json:"spokesUsed"`
 		Concurrency  int          `json:"concurrency"`
+		// Heartbeats is what the spokes' Nodes posted while the samples ran
+		// (Config.ReactionHeartbeat; the first FastSpokes' every Config.ReactionFastHeartbeat);
+		// WindowS how long the samples ran, ControllerCPUPercent the controller's CPU over it
+		// (its reactions and the posts' events), RSSMiB its RSS at the end.
+		Heartbeats           heartbeatTally `json:"heartbeats"`
+		FastSpokes           int            `json:"fastSpokes"`
+		WindowS              float64        `json:"windowS"`
+		ControllerCPUPercent float64        `json:"controllerCPUPercent"`
+		RSSMiB               float64        `json:"rssMiB"`
 	} `json:"reaction"`
 	Isolation struct {
 		Degraded     []string  `json:"degraded"`
@@ -452,17 +467,25 @@ func (r *Report) Judge() {
 		add(Goal{Figure: "Propagation histogram (pool_propagation_seconds p99) vs the bench's own p99, same wave", Goal: "within one bucket, every change counted",
 			Measured: fmt.Sprintf("histogram %.0f ms in %s, bench %.0f ms in %s (%d buckets apart); %d of %d changes counted", pc.HistogramP99Ms, pc.HistogramBucket, pc.MeasuredP99Ms, pc.MeasuredBucket, pc.BucketsApart, pc.Observed, pc.Pools),
 			Pass:     pc.Pools > 0 && pc.Observed == pc.Pools && pc.BucketsApart <= 1})
+		g := Goal{Figure: "Pool changes within the propagation SLO's objective, same wave (delivery=immediate)",
+			Goal:     fmt.Sprintf("≥ 99%% within %g s (config/hub's PrometheusRule)", pc.ObjectiveS),
+			Measured: fmt.Sprintf("%d of %d changes within %g s (%.0f%%)", pc.WithinObjective, pc.Observed, pc.ObjectiveS, 100*safeDiv(float64(pc.WithinObjective), float64(pc.Observed))),
+			Pass:     pc.ObjectiveS > 0 && pc.Observed > 0 && pc.Observed == pc.Pools && float64(pc.WithinObjective) >= 0.99*float64(pc.Observed)}
+		g.Note = fmt.Sprintf("%d pools of %.0f Nodes changed at once, on spokes that share this machine; a shard's change is one pool, on a spoke of its own", pc.Pools, c.NodesPerSpoke)
+		add(g)
 	}
+	beats := r.reactionHeartbeatsNote()
 	for _, x := range []struct {
-		name string
-		d    Dist
-	}{{"Reaction: new Node linked to a pool's Machine", r.Reaction.NewNode}, {"Reaction: out-of-band label removal", r.Reaction.Removal}} {
-		g := Goal{Figure: x.name + " (p50 / p99)", Goal: "p99 ≤ 2 s",
-			Measured: fmt.Sprintf("%.0f / %.0f ms (n=%d)", x.d.P50Ms, x.d.P99Ms, x.d.N), Pass: x.d.N > 0 && x.d.P99Ms <= 2000}
-		g.Note = ratioMiss(x.d.P99Ms, 2000)
-		if x.d.N < 50 {
-			g.Note = strings.TrimPrefix(g.Note+"; fewer than 50 samples", "; ")
-		}
+		name   string
+		d      Dist
+		goalMs float64
+		how    string
+	}{{"Reaction: new Node linked to a pool's Machine", r.Reaction.NewNode, goalNewNodeP99Ms, "from the Node's creation: §3 says where the time goes"},
+		{"Reaction: out-of-band label removal", r.Reaction.Removal, goalRemovalP99Ms, ""}} {
+		g := Goal{Figure: x.name + " (p50 / p99)", Goal: fmt.Sprintf("p99 ≤ %s", fmtMs(x.goalMs)),
+			Measured: fmt.Sprintf("%.0f / %.0f ms (n=%d)", x.d.P50Ms, x.d.P99Ms, x.d.N), Pass: x.d.N > 0 && x.d.P99Ms <= x.goalMs && r.Reaction.Unrepaired == 0}
+		g.Note = joinNotes(beats, x.how, ratioMiss(x.d.P99Ms, x.goalMs), ifStr(x.d.N < 50, "fewer than 50 samples"),
+			ifStr(r.Reaction.Unrepaired > 0, fmt.Sprintf("%d samples unrepaired within 30 s", r.Reaction.Unrepaired)))
 		add(g)
 	}
 	s := r.Sim
@@ -484,7 +507,9 @@ func (r *Report) Judge() {
 			g.Note = strings.TrimPrefix(g.Note+fmt.Sprintf("; only %d of %d InSync", s.InSync, s.Clusters), "; ")
 		}
 		add(g)
-		cpuGoal := fmt.Sprintf("≤ %.0f%% of one core", goalSteadyCPUPercent)
+		// The goal: the fleet at rest's budget, plus the capacity goal's per-event budget for
+		// each Node event of the window (a busy shard's Nodes post about once a minute).
+		cpuGoal := fmt.Sprintf("≤ %.0f%% of one core, plus %.0f µs for each Node event (the capacity goal's)", goalSteadyCPUPercent, 1e6/goalEventsPerCore)
 		if s.SteadyS == 0 {
 			add(Goal{Figure: "Controller CPU at 2,000 clusters in sync", Goal: cpuGoal, Skipped: true, Note: "not measured (-sim-steady 0, or the controller could not be scraped)"})
 		} else {
@@ -494,20 +519,22 @@ func (r *Report) Judge() {
 			window := time.Duration(s.SteadyS * float64(time.Second))
 			spans := window >= time.Duration(float64(period)*1.1) && s.SteadyReconciles >= float64(s.Clusters)
 			hb := s.Heartbeats
+			eventsPerS := float64(hb.Events) / s.SteadyS
+			goalPct := goalSteadyCPUPercent + 100*eventsPerS/goalEventsPerCore
 			g := Goal{Figure: fmt.Sprintf("Controller CPU at %d clusters in sync (simulated)", s.Clusters), Goal: cpuGoal,
 				Measured: fmt.Sprintf("%.1f%% of one core over %s, GC included; %.0f reconciles in it", s.SteadyCPUPercent, window, s.SteadyReconciles),
-				Pass:     s.SteadyCPUPercent > 0 && s.SteadyCPUPercent <= goalSteadyCPUPercent && s.InSync == s.Clusters && s.Clusters >= shardClusters && spans && hb.Posted > 0}
+				Pass:     s.SteadyCPUPercent > 0 && s.SteadyCPUPercent <= goalPct && s.InSync == s.Clusters && s.Clusters >= shardClusters && spans && hb.Posted > 0}
 			if hb.Posted > 0 {
-				g.Measured += fmt.Sprintf("; Node heartbeats: each of the spokes' Nodes posted a real worker's status every %s, %.0f watch events a second at the controller (a Node of %.1f KiB)",
-					r.Config.SimHeartbeat, float64(hb.Events)/s.SteadyS, float64(hb.NodeBytes)/1024)
+				g.Measured += fmt.Sprintf("; Node heartbeats: each of the spokes' Nodes posted a real worker's status every %s, %.0f watch events a second at the controller (a Node of %.1f KiB): at most %.0f µs of CPU an event (the window's CPU, resyncs included, over its events); the goal for that rate: %.1f%%",
+					r.Config.SimHeartbeat, eventsPerS, float64(hb.NodeBytes)/1024, 1e6*safeDiv(s.SteadyCPUPercent/100, eventsPerS), goalPct)
 			}
 			how := fmt.Sprintf("the window opens once all are InSync and outlasts the resync period (%s ±10%%), and held a reconcile a cluster or more: each cluster's safety-net resync is in it", period)
 			if !spans {
 				how = fmt.Sprintf("the window (or its reconciles, fewer than the clusters) does not span the resync period (%s ±10%%): not every resync is in it, so this does not show the goal met", period)
 			}
-			g.Note = joinNotes(how+" (§4 says where the CPU goes)", r.gomemlimitNote(), ratioMiss(s.SteadyCPUPercent, goalSteadyCPUPercent),
+			g.Note = joinNotes(how+" (§4 says where the CPU goes)", r.gomemlimitNote(), ratioMiss(s.SteadyCPUPercent, goalPct),
 				ifStr(s.Clusters < shardClusters, "below the goal's 2,000 clusters"),
-				ifStr(hb.Posted == 0, "no Node posted its status in the window (-sim-heartbeat 0, or every post failed): a shard's kubelets post each Node's every 5 minutes, so this does not show the goal met"))
+				ifStr(hb.Posted == 0, "no Node posted its status in the window (-sim-heartbeat 0, or every post failed): a busy shard's kubelets post each Node's about once a minute, so this does not show the goal met"))
 			add(g)
 		}
 	}
@@ -664,6 +691,12 @@ func (r *Report) Markdown() string {
 	}
 	p("\n")
 	p("Spread over %d healthy spokes, %d at a time. Times run from the watch event that shows the new Node (or the removal) to the watch event that shows the pool's labels and taint on it, both seen by the same admin informer. New Nodes are made by `Spoke.ScaleUp` + `LinkNode` from a MachineSet template that lacks one pool label (changed on the hub only), so every new Node needs a write; %d were born holding everything (the controller had already fixed the Machine) and are left out. Unrepaired within the timeout: %d.\n", rc.SpokesUsed, rc.Concurrency, rc.BornInSync, rc.Unrepaired)
+	if hb := rc.Heartbeats; hb.Posted > 0 {
+		p("\nWhile the samples ran (%.0f s), the spokes' Nodes posted a real worker's status (a Node of %.1f KiB in protobuf) as a busy shard's kubelets do: every %s, and those of %d of the spokes every %s (a KubeletConfig that sets nodeStatusUpdateFrequency alone); each was given that status once before (%d a second, then %s of quiet), and every status was put back after%s. %d posts (%d failed), %.1f a second, each a watch event at the controller, whose writes race them (a conflict is retried). The controller used **%.1f%% of one core** over the samples, its reactions and the posts' events together, and held %.0f MiB RSS at the end. A lost watch event would leave its sample unrepaired for the 30 s timeout (the next resync is minutes away): %d were.\n",
+			rc.WindowS, float64(hb.NodeBytes)/1024, r.Config.ReactionHeartbeat, rc.FastSpokes, r.Config.ReactionFastHeartbeat, putsPerSecond, heartbeatSettle, ifStr(!hb.Restored, " (**not all of them**: a put failed)"), hb.Posted, hb.Failed, hb.PerSecond, rc.ControllerCPUPercent, rc.RSSMiB, rc.Unrepaired)
+	} else {
+		p("\nNo Node posted its status while the samples ran (`-reaction-heartbeat %s`).\n", r.Config.ReactionHeartbeat)
+	}
 	m := r.Memory
 	p("\n## 4. Hub memory\n\n")
 	p("Measured in the controller process %s after every cluster is InSync (`-memory-settle`: the controller at rest, after what it does once a burst is over; freed heap is returned at its next --heap-release-interval once the burst has left the releaser's 30 s window), right after `runtime.GC()` (repeated until the goroutine stacks stop shrinking, at most 5 times, as they do over a running controller's periodic GCs): heap in use is `HeapInuse` (spans holding objects, so it counts their free slots too), live heap `HeapAlloc`, stacks `StackInuse`; freed heap not yet returned to the OS is `HeapIdle − HeapReleased` (in RSS until the runtime's scavenger returns it); RSS is its `/proc/<pid>/status` VmRSS, split into RssAnon (heap, stacks, the runtime's own memory) and RssFile (pages of files: the binary's code, paged in as it first runs, so the 0-spoke baseline, which never ran a spoke's TLS, HTTP/2 and decoding code, has less of it); the heap grew to `HeapSys` at its peak (a burst's: spans for that many bytes were in use at once, and the objects that stay are spread over them), and the runtime's own memory beside heap and stacks (`MSpanSys + MCacheSys + BuckHashSys + GCSys + OtherSys`: span records and GC metadata, sized by that peak and never given back). %s\n\n| connected | heap in use | live heap | stacks | freed, not returned | heap grew to | runtime's own | RSS | anonymous | file pages | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", r.Config.MemorySettle, r.memoryLimitNote())
@@ -698,8 +731,12 @@ func (r *Report) Markdown() string {
 		p("| figure | value |\n| --- | --- |\n| set-up on hub and spokes | %.0f s |\n| clusters InSync | %d of %d, %s %.0f s |\n| Nodes holding their pool label | %d |\n| controller heap in use / live heap / stacks / freed, not returned / RSS, at the end of the in-sync window | %.0f / %.0f / %.0f / %.0f / %.0f MiB (%d goroutines) |\n| per cluster (minus the 0-spoke baseline) | %.3f MiB heap, %.3f MiB RSS |\n| RSS at 2,000 clusters | %.0f MiB%s |\n| hub requests by the controller | %.0f |\n| spoke requests' wait in the per-spoke rate limiters | %.1f s in all |\n| controller CPU over %.0f s in sync (GC included) | %.1f%% of one core (%.0f reconciles: the resyncs) |\n| freed heap returned to the OS (`heap_releases_total`, --heap-release-interval) | %.0f times |\n\n",
 			s.SetupS, s.InSync, s.Clusters, map[bool]string{true: "all after", false: "when the wait stopped after"}[s.InSync >= s.Clusters], s.AllInSyncS, s.NodesLabelled, s.Memory.HeapInuseMiB, s.Memory.HeapAllocMiB, s.Memory.StackInuseMiB, s.Memory.UnreturnedMiB, s.Memory.RSSMiB, s.Memory.Goroutines, s.HeapPerCD, s.RSSPerCD, s.RSSAt2000MiB, map[bool]string{true: " (extrapolated)", false: ""}[s.Extrapolated], s.HubRequests, s.SpokeRateWaitS, s.SteadyS, s.SteadyCPUPercent, s.SteadyReconciles, s.HeapReleases)
 		if hb := s.Heartbeats; hb.Posted > 0 {
-			p("In that window every Node of the shared spokes posted its status every %s, as a kubelet does when nothing about its Node changes (nodeStatusReportFrequency): a real worker's status (50 images, addresses, capacity, system info, four conditions), so that each post is a watch event of a Node of %.1f KiB in protobuf at every cache that holds the Node (each holds all of its spoke's). Before the window opened, each Node was given that status once (%d a second, then %s of quiet): the simulated Nodes start with a bare status, which a first post changes, and a kubelet's posts on a fleet in sync change nothing. %d posts (%d failed), **%.0f watch events a second** at the controller (%d in all); a shard of 2,000 clusters of 100 Nodes would see 667 a second. The posts stopped with the window; the memory figures below were then taken, and every Node's status was put back as it was before the restarts (%d a second)%s.\n\n",
-				r.Config.SimHeartbeat, float64(hb.NodeBytes)/1024, putsPerSecond, heartbeatSettle, hb.Posted, hb.Failed, float64(hb.Events)/s.SteadyS, hb.Events, putsPerSecond, ifStr(!hb.Restored, " (**not all of them**: a put failed)"))
+			shard := 0.0
+			if d, err := time.ParseDuration(r.Config.SimHeartbeat); err == nil && d > 0 {
+				shard = shardClusters * 100 / d.Seconds()
+			}
+			p("In that window every Node of the shared spokes posted its status every %s, as a busy shard's kubelets do (a kubelet posts whenever anything but the heartbeat time changed, volumes, images or conditions, and at least every 5 minutes): a real worker's status (50 images, addresses, capacity, system info, four conditions), so that each post is a watch event of a Node of %.1f KiB in protobuf at every cache that holds the Node (each holds all of its spoke's). Before the window opened, each Node was given that status once (%d a second, then %s of quiet): the simulated Nodes start with a bare status, which a first post changes, and a kubelet's posts on a fleet in sync change nothing. %d posts (%d failed), **%.0f watch events a second** at the controller (%d in all); a shard of 2,000 clusters of 100 Nodes would see %.0f a second. The window's CPU over its events is **%.0f µs an event**, an upper bound (the resyncs are in it too; §7's capacity step prices an event alone). The posts stopped with the window; the memory figures below were then taken, and every Node's status was put back as it was before the restarts (%d a second)%s.\n\n",
+				r.Config.SimHeartbeat, float64(hb.NodeBytes)/1024, putsPerSecond, heartbeatSettle, hb.Posted, hb.Failed, float64(hb.Events)/s.SteadyS, hb.Events, shard, 1e6*safeDiv(s.SteadyCPUPercent/100*s.SteadyS, float64(hb.Events)), putsPerSecond, ifStr(!hb.Restored, " (**not all of them**: a put failed)"))
 		} else if s.SteadyS > 0 {
 			p("No Node posted its status in that window (`-sim-heartbeat %s`).\n\n", r.Config.SimHeartbeat)
 		}
@@ -794,6 +831,24 @@ func (r *Report) peaksRow() Goal {
 		Reported: true,
 		Measured: fmt.Sprintf("adoption %s with the soft limit, %s without; restart in sync %s with, %s without", adoptWith, peak(sl.Unlimited), peak(sl.Restarted), peak(sl.UnlimitedRestarted)),
 		Note:     "RSS sampled once a second until every cluster was InSync; " + r.gomemlimitNote()}
+}
+
+// reactionHeartbeatsNote says what the spokes' Nodes posted while the reaction samples ran.
+func (r *Report) reactionHeartbeatsNote() string {
+	rc, c := r.Reaction, r.Config
+	if rc.Heartbeats.Posted == 0 {
+		return "no Node posted its status meanwhile (-reaction-heartbeat 0, or every post failed)"
+	}
+	return fmt.Sprintf("meanwhile every Node posted a real worker's status every %s (those of %d of the spokes every %s): %.1f posts a second, %d failed",
+		c.ReactionHeartbeat, rc.FastSpokes, c.ReactionFastHeartbeat, rc.Heartbeats.PerSecond, rc.Heartbeats.Failed)
+}
+
+// fmtMs is a goal's time: in seconds from a second up.
+func fmtMs(ms float64) string {
+	if ms >= 1000 {
+		return fmt.Sprintf("%g s", ms/1000)
+	}
+	return fmt.Sprintf("%g ms", ms)
 }
 
 // deploymentLimitMiB is the memory limit of config/hub's manager container.

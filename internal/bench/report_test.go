@@ -49,7 +49,8 @@ func TestGOMEMLIMITNote(t *testing.T) {
 
 // The in-sync CPU row passes only on a window that outlasts the resync period and holds a
 // reconcile a cluster and the Nodes' heartbeats, at the goal's 2,000 clusters, under 5% of a
-// core.
+// core plus 50 µs for each of the window's Node events (4,800 posts at 42 caches over 720 s:
+// 280 a second, 1.4% more).
 func TestSteadyCPUGoal(t *testing.T) {
 	for _, c := range []struct {
 		name       string
@@ -61,7 +62,8 @@ func TestSteadyCPUGoal(t *testing.T) {
 		pass       bool
 	}{
 		{"met", 2000, 720, 2050, 4800, 3, true},
-		{"over the goal", 2000, 720, 2050, 4800, 6, false},
+		{"met with the events' budget", 2000, 720, 2050, 4800, 6.3, true},
+		{"over the goal", 2000, 720, 2050, 4800, 6.5, false},
 		{"a window without every resync", 2000, 120, 2050, 4800, 3, false},
 		{"fewer reconciles than clusters", 2000, 720, 1500, 4800, 3, false},
 		{"too few clusters", 200, 720, 250, 4800, 3, false},

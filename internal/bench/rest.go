@@ -18,6 +18,10 @@ const (
 	goalRestartS     = 60
 	goalPerCluster   = 2 // hub requests per cluster at a restart, watches aside
 	goalDetectS      = 60
+	// goalNewNodeP99Ms and goalRemovalP99Ms are the reactions' goals (issue 61 set the new
+	// Node's, from its creation, with the Nodes posting as a busy shard's do).
+	goalNewNodeP99Ms = 250
+	goalRemovalP99Ms = 2000
 )
 
 // The goals of "half a MiB per spoke": RSS of 2,000 simulated clusters, RSS per

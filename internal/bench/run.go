@@ -132,6 +132,9 @@ func (b *bench) main(ctx context.Context) error {
 		return err
 	}
 	b.rep.Config.DeploymentMemoryLimit, b.rep.Config.MemoryLimitRatio = limit, fleet.MemoryLimitRatio
+	if b.rep.Config.SLOObjectiveS, err = sloObjective(rendered); err != nil {
+		return err
+	}
 	switch cfg.GOMEMLIMIT {
 	case "":
 		b.memLimit = strconv.FormatInt(int64(float64(limit)*fleet.MemoryLimitRatio), 10)
@@ -242,7 +245,7 @@ func (b *bench) main(ctx context.Context) error {
 	}
 
 	// 3: reaction, on healthy spokes.
-	if err := b.reaction(ctx, healthy); err != nil {
+	if err := b.reaction(ctx, proc, healthy); err != nil {
 		b.rep.note("reaction step failed: %v", err)
 	}
 

@@ -23,6 +23,7 @@ func (b *bench) fillConfig() {
 	r.SimClusters, r.SimRealSpokes, r.SimNodes, r.MaxRealSpokes = c.SimClusters, c.SimRealSpokes, c.SimNodes, c.MaxRealSpokes
 	r.Idle, r.Delay, r.MemorySettle, r.StartProfile = c.Idle.String(), c.Delay.String(), c.MemorySettle.String(), c.StartProfile.String()
 	r.SimHeartbeat = c.SimHeartbeat.String()
+	r.ReactionHeartbeat, r.ReactionFastHeartbeat = c.ReactionHeartbeat.String(), c.ReactionFastHeartbeat.String()
 	r.GrowthSpokes, r.GrowthNodes, r.GrowthNodesSpokes = c.GrowthSpokes, c.GrowthNodes, c.GrowthNodesSpokes
 	r.HubQPS, r.HubBurst, r.SpokeQPS, r.SpokeBurst = c.HubQPS, c.HubBurst, c.SpokeQPS, c.SpokeBurst
 	r.MaxConcurrentClusters, r.WritesPerCluster = b.defaults.MaxConcurrentClusters, b.defaults.WritesPerCluster

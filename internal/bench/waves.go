@@ -273,7 +273,7 @@ func (b *bench) runWave(ctx context.Context, proc *controllerProc, changed, meas
 	if w.Drifted > 0 {
 		w.PerObject = float64(w.AuditPatches) / float64(w.Drifted)
 	}
-	w.Propagation = propagationCheck(before, after, w.PerSpokeMs)
+	w.Propagation = propagationCheck(before, after, w.PerSpokeMs, b.rep.Config.SLOObjectiveS)
 	b.ideal(&w)
 	return w, nil
 }
@@ -364,7 +364,7 @@ func holdsPool(n nodeState, wave string) bool {
 	return false
 }
 
-func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error {
+func (b *bench) reaction(ctx context.Context, proc *controllerProc, spokes []*localfleet.Spoke) error {
 	rc := &b.rep.Reaction
 	rc.SpokesUsed, rc.Concurrency = len(spokes), b.cfg.ReactionConcurrency
 	// A label changed on the hub only: the MachineSet templates lack it, so
@@ -385,6 +385,25 @@ func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error 
 	n := b.cfg.ReactionSamples
 	timeout := 30 * time.Second
 
+	// The samples run while the spokes' Nodes post their status as a busy shard's kubelets do.
+	beats, err := b.reactionHeartbeats(ctx, spokes)
+	if err != nil {
+		return err
+	}
+	cpu0, t0 := markCPU(proc), time.Now()
+	defer func() {
+		cpuS, _ := markCPU(proc).since(cpu0)
+		rc.WindowS = time.Since(t0).Seconds()
+		rc.ControllerCPUPercent = 100 * safeDiv(cpuS, rc.WindowS)
+		if m, err := proc.memory(); err == nil {
+			rc.RSSMiB = m.RSSMiB
+		}
+		rc.Heartbeats = stopHeartbeats(ctx, beats)
+		if hb := rc.Heartbeats; hb.Posted > 0 {
+			b.logf("reaction: %d Node heartbeats posted (%d failed) in %.0f s, controller %.1f%% CPU, RSS %.0f MiB; statuses put back: %v", hb.Posted, hb.Failed, rc.WindowS, rc.ControllerCPUPercent, rc.RSSMiB, hb.Restored)
+		}
+	}()
+
 	// (a) new Nodes.
 	var mu sync.Mutex
 	var newNode []time.Duration
@@ -394,7 +413,7 @@ func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error 
 		idx[i] = spokes[i%len(spokes)]
 	}
 	b.logf("reaction: %d new Nodes", n)
-	err := forEach(idx, b.cfg.ReactionConcurrency, func(_ int, s *localfleet.Spoke) error {
+	err = forEach(idx, b.cfg.ReactionConcurrency, func(_ int, s *localfleet.Spoke) error {
 		added, err := s.ScaleUp(ctx, pool, 1)
 		if err != nil {
 			return err
@@ -546,4 +565,53 @@ func (b *bench) reaction(ctx context.Context, spokes []*localfleet.Spoke) error 
 	rc.Removal = dist(removal)
 	b.logf("reaction: new Node p50 %.0f p99 %.0f ms (born in sync %d); removal p50 %.0f p99 %.0f ms", rc.NewNode.P50Ms, rc.NewNode.P99Ms, rc.BornInSync, rc.Removal.P50Ms, rc.Removal.P99Ms)
 	return nil
+}
+
+// reactionHeartbeats starts the reaction step's Node posts: the first ReactionFastSpokes'
+// Nodes every ReactionFastHeartbeat, the others' every ReactionHeartbeat (none if that is 0).
+// Each of those spokes is one cluster of the main controller, so a post is one watch event.
+func (b *bench) reactionHeartbeats(ctx context.Context, spokes []*localfleet.Spoke) ([]*heartbeats, error) {
+	c := b.cfg
+	if c.ReactionHeartbeat <= 0 {
+		return nil, nil
+	}
+	caches := map[string]int{}
+	for _, s := range spokes {
+		caches[s.Name] = 1
+	}
+	fast := min(max(c.ReactionFastSpokes, 0), len(spokes))
+	b.rep.Reaction.FastSpokes = fast
+	var beats []*heartbeats
+	for _, g := range []struct {
+		spokes []*localfleet.Spoke
+		period time.Duration
+	}{{spokes[:fast], c.ReactionFastHeartbeat}, {spokes[fast:], c.ReactionHeartbeat}} {
+		if len(g.spokes) == 0 || g.period <= 0 {
+			continue
+		}
+		h, err := startHeartbeats(ctx, g.spokes, caches, g.period)
+		if err != nil {
+			stopHeartbeats(ctx, beats)
+			return nil, fmt.Errorf("Node heartbeats: %w", err)
+		}
+		beats = append(beats, h)
+	}
+	return beats, nil
+}
+
+// stopHeartbeats stops each of beats, puts every Node's status back, and adds up what they posted.
+func stopHeartbeats(ctx context.Context, beats []*heartbeats) heartbeatTally {
+	sum := heartbeatTally{Restored: true}
+	for _, h := range beats {
+		t := h.stop(ctx)
+		sum.Posted += t.Posted
+		sum.Failed += t.Failed
+		sum.Events += t.Events
+		sum.NodeBytes = max(sum.NodeBytes, t.NodeBytes)
+		sum.PerSecond += t.PerSecond
+	}
+	for _, h := range beats {
+		sum.Restored = h.restore(ctx) && sum.Restored
+	}
+	return sum
 }
