@@ -106,7 +106,7 @@ func run() error {
 	flag.DurationVar(&cfg.SimTimeout, "sim-timeout", cfg.SimTimeout, fmt.Sprintf("how long to wait for every simulated cluster to be InSync in an adoption (a wait ends sooner once no cluster has got there for %s)", bench.StallAfter))
 	flag.DurationVar(&cfg.RestartTimeout, "restart-timeout", cfg.RestartTimeout, "how long to wait for every simulated cluster to be InSync after a restart or a failover (reported as it stood then)")
 	flag.DurationVar(&cfg.SimSteady, "sim-steady", cfg.SimSteady, "window of the controller's CPU once every simulated cluster is InSync (0 skips it)")
-	flag.DurationVar(&cfg.SimHeartbeat, "sim-heartbeat", cfg.SimHeartbeat, "how often each Node posts a real worker's status during that window, as a busy shard's kubelets do (0: never)")
+	flag.DurationVar(&cfg.SimHeartbeat, "sim-heartbeat", cfg.SimHeartbeat, "how often each Node posts a real worker's status during that window, as a kubelet does at least (0: never)")
 	flag.IntVar(&cfg.MaxRealSpokes, "max-real-spokes", cfg.MaxRealSpokes, "grow the fleet to this many real spokes and check all InSync (0: skip)")
 	flag.IntVar(&cfg.MaxRealNodes, "max-real-nodes", cfg.MaxRealNodes, "Nodes per spoke added by -max-real-spokes")
 	flag.IntVar(&cfg.CapacityClusters, "capacity-clusters", cfg.CapacityClusters, "connections of the capacity step, each a cluster on the event server (0 skips it)")

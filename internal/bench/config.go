@@ -88,9 +88,12 @@ type Config struct {
 	// minutes held or not, reading about 3% or 7%.
 	SimSteady time.Duration
 	// SimHeartbeat is how often each Node of the simulation's spokes posts its status during
-	// the in-sync window: a busy shard's rate, about once a minute (a kubelet posts whenever
-	// anything but the heartbeat time changed, and at least every nodeStatusReportFrequency,
-	// 5 minutes), a real worker's status each time: every post is a watch event, the size of a
+	// the in-sync window, as a kubelet does at least (nodeStatusReportFrequency, 5 minutes; a
+	// busy shard's post about once a minute, which the reaction step and the capacity step
+	// run: here every post reaches the 42 caches that share its spoke, and at once a minute
+	// the 48 API servers' fan-out of 1,400 real-sized events a second took this 2-core
+	// machine's CPU from the controller until it lost its Lease), a real worker's status each
+	// time: every post is a watch event, the size of a
 	// real worker's Node, at each cache that holds the Node (0: no heartbeats). Each Node is
 	// given that status once before the window, so that the window holds heartbeats alone.
 	SimHeartbeat time.Duration
@@ -164,7 +167,7 @@ func DefaultConfig() Config {
 		DegradedFraction: 0.1, Delay: 2 * time.Second,
 		GrowthSpokes: []int{5, 10},
 		GrowthNodes:  []int{10, 50, 100, 250}, GrowthNodesSpokes: 10,
-		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 15 * time.Minute, StartProfile: 30 * time.Second, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimHeartbeat: time.Minute, SimRSSCapMiB: 6144,
+		SimClusters: 2000, SimRealSpokes: 0, SimNodes: 1, SimTimeout: 15 * time.Minute, StartProfile: 30 * time.Second, RestartTimeout: 3 * time.Minute, SimSteady: 12 * time.Minute, SimHeartbeat: 5 * time.Minute, SimRSSCapMiB: 6144,
 		SimLargeRealSpokes: 20,
 		MaxRealSpokes:      50, MaxRealNodes: 3,
 		HubQPS: fleet.DefaultHubQPS, HubBurst: fleet.DefaultHubBurst, SpokeQPS: remote.DefaultQPS, SpokeBurst: remote.DefaultBurst,
