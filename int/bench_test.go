@@ -90,8 +90,9 @@ func TestBenchPipeline(t *testing.T) {
 	if rs.Skipped != "" || rs.Clusters != 20 {
 		t.Errorf("restart: %+v", rs)
 	}
-	// The restart's CPU profiles, the controller's and a spoke API server's, are written.
-	for _, name := range []string{"controller-first-start-cpu.pprof", "spoke-first-start-cpu.pprof", "controller-restart-cpu.pprof", "spoke-restart-cpu.pprof"} {
+	// The restart's CPU profiles, the controller's and a spoke API server's, are written, and
+	// the capacity step's restart's.
+	for _, name := range []string{"controller-first-start-cpu.pprof", "spoke-first-start-cpu.pprof", "controller-restart-cpu.pprof", "spoke-restart-cpu.pprof", "controller-capacity-restart-cpu.pprof"} {
 		if fi, err := os.Stat(filepath.Join(cfg.OutDir, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}

@@ -242,7 +242,7 @@ func (b *bench) runCapacity(ctx context.Context, c *CapacityRun) error {
 		return err
 	}
 	own0 := procCPUSeconds(fs, os.Getpid())
-	c.Restart = b.restartedMemory(ctx, "capacity-restart", b.memLimit, c.Clusters, b.cfg.RestartTimeout)
+	c.Restart = b.restartedMemory(ctx, "capacity-restart", b.memLimit, c.Clusters, b.cfg.RestartTimeout, b.cfg.StartProfile)
 	c.RestartServerCPUS = procCPUSeconds(fs, os.Getpid()) - own0
 	b.logf("capacity: restart: %d InSync after %.0f s, peak RSS %.0f MiB, controller CPU %.0f s, machine %.0f%% busy; the event server %.0f s of CPU %s",
 		c.Restart.InSync, c.Restart.AllInSyncS, c.Restart.PeakRSSMiB, c.Restart.CPUS, c.Restart.BusyPct, c.RestartServerCPUS, c.Restart.Skipped)

@@ -92,7 +92,8 @@ func (r *Report) judgeCapacity(add func(Goal)) {
 		g.Pass = rs.AllInSyncS <= 60 && rs.PeakRSSMiB < limit && c.Clusters >= shardClusters && c.NodesPerCluster >= 100
 		g.Note = joinNotes(ratioMiss(rs.AllInSyncS, 60),
 			ifStr(c.Clusters < shardClusters || c.NodesPerCluster < 100, "below a shard's size (2,000 clusters of 100 Nodes)"),
-			"no API server on the machine: the event server answers every request", r.gomemlimitNote())
+			"no API server on the machine: the event server answers every request",
+			fmt.Sprintf("its first %s under the CPU profiler (controller-capacity-restart-cpu.pprof)", r.Config.StartProfile), r.gomemlimitNote())
 	}
 	add(g)
 }

@@ -49,7 +49,7 @@ func (b *bench) point(ctx context.Context, dim string, spokes []*localfleet.Spok
 	if dim == "nodes" {
 		// The same spokes, in sync now: a controller started again connects and writes nothing.
 		proc.stop()
-		if r := b.restartedMemory(ctx, fmt.Sprintf("%s-%d-restarted", dim, len(spokes)), b.memLimit, len(spokes), b.cfg.ConvergeTimeout); r.Skipped != "" {
+		if r := b.restartedMemory(ctx, fmt.Sprintf("%s-%d-restarted", dim, len(spokes)), b.memLimit, len(spokes), b.cfg.ConvergeTimeout, 0); r.Skipped != "" {
 			b.rep.note("restarted %s point: %s", dim, r.Skipped)
 		} else {
 			pt.Restarted = &r.Memory
@@ -65,8 +65,9 @@ func (b *bench) atRest() { time.Sleep(b.cfg.MemorySettle) }
 
 // restartedMemory starts a controller with memLimit as its GOMEMLIMIT ("": none) on n clusters
 // already in sync, waits up to timeout for every one to be InSync (sampling its RSS meanwhile),
-// and measures it at rest. Skipped says why it stopped short.
-func (b *bench) restartedMemory(ctx context.Context, name, memLimit string, n int, timeout time.Duration) *RestartedRun {
+// and measures it at rest. Skipped says why it stopped short. With profile > 0 the first profile
+// of the start runs under the CPU profiler (controller-<name>-cpu.pprof).
+func (b *bench) restartedMemory(ctx context.Context, name, memLimit string, n int, timeout, profile time.Duration) *RestartedRun {
 	r := &RestartedRun{}
 	proc, err := b.start(ctx, name, memLimit)
 	if err != nil {
@@ -74,6 +75,11 @@ func (b *bench) restartedMemory(ctx context.Context, name, memLimit string, n in
 		return r
 	}
 	defer proc.stop()
+	if profile > 0 {
+		defer b.inBackground(name+" CPU profile", func() error {
+			return proc.saveProfile(fmt.Sprintf("profile?seconds=%d", max(1, int(profile.Seconds()))), filepath.Join(b.outDir, "controller-"+name+"-cpu.pprof"))
+		})()
+	}
 	cpu0 := markCPU(proc)
 	got, inSyncAt, err := b.waitStateAt(ctx, proc, fleet.StateInSync, n, timeout, func(int) {
 		if rss, err := vmRSS(proc.cmd.Process.Pid); err == nil {

@@ -295,7 +295,7 @@ func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[
 	if got == n {
 		// A restart on them in sync, as shipped: its peak beside the adoption's.
 		proc.stop()
-		s.Restarted = b.restartedMemory(ctx, "sim-large-restart", b.memLimit, n, b.cfg.RestartTimeout)
+		s.Restarted = b.restartedMemory(ctx, "sim-large-restart", b.memLimit, n, b.cfg.RestartTimeout, 0)
 		b.logRestarted("sim-large restart", s.Restarted, n)
 		// The same clusters adopted again, by a controller without GOMEMLIMIT: the per-spoke
 		// cost at a shard's scale after an adoption's writes, which the soft limit does not
@@ -314,12 +314,12 @@ func (b *bench) simLarge(ctx context.Context, real []*localfleet.Spoke, kcs map[
 		if l := simNodesLabelled(ctx, spokes); l != 0 {
 			b.rep.note("simulation with larger caches: %d Nodes labelled after they were made again unlabelled", l)
 		}
-		u := b.restartedMemory(ctx, "sim-large-unlimited", "", n, b.cfg.SimTimeout)
+		u := b.restartedMemory(ctx, "sim-large-unlimited", "", n, b.cfg.SimTimeout, 0)
 		s.Unlimited = u
 		s.UnlimitedNodesLabelled = simNodesLabelled(ctx, spokes)
 		b.logf("sim-large without GOMEMLIMIT: set up again in %.0f s; %d/%d InSync in %.0f s; %d Nodes labelled; RSS %.0f MiB (peak %.0f), %.3f MiB a cluster %s", s.UnlimitedSetupS, u.InSync, n, u.AllInSyncS, s.UnlimitedNodesLabelled, u.Memory.RSSMiB, u.PeakRSSMiB, u.PerCluster.RSSMiB, u.Skipped)
 		if u.Skipped == "" {
-			s.UnlimitedRestarted = b.restartedMemory(ctx, "sim-large-unlimited-restart", "", n, b.cfg.RestartTimeout)
+			s.UnlimitedRestarted = b.restartedMemory(ctx, "sim-large-unlimited-restart", "", n, b.cfg.RestartTimeout, 0)
 			b.logRestarted("sim-large restart without GOMEMLIMIT", s.UnlimitedRestarted, n)
 		}
 	}
