@@ -65,8 +65,8 @@ func (b *bench) atRest() { time.Sleep(b.cfg.MemorySettle) }
 
 // restartedMemory starts a controller with memLimit as its GOMEMLIMIT ("": none) on n clusters
 // already in sync, waits up to timeout for every one to be InSync (sampling its RSS meanwhile),
-// and measures it at rest. Skipped says why it stopped short. With profile > 0 the first profile
-// of the start runs under the CPU profiler (controller-<name>-cpu.pprof).
+// and measures it at rest. Skipped says why it stopped short. With profile > 0, the start's first
+// profile of time runs under the CPU profiler (controller-<name>-cpu.pprof).
 func (b *bench) restartedMemory(ctx context.Context, name, memLimit string, n int, timeout, profile time.Duration) *RestartedRun {
 	r := &RestartedRun{}
 	proc, err := b.start(ctx, name, memLimit)
@@ -76,9 +76,7 @@ func (b *bench) restartedMemory(ctx context.Context, name, memLimit string, n in
 	}
 	defer proc.stop()
 	if profile > 0 {
-		defer b.inBackground(name+" CPU profile", func() error {
-			return proc.saveProfile(fmt.Sprintf("profile?seconds=%d", max(1, int(profile.Seconds()))), filepath.Join(b.outDir, "controller-"+name+"-cpu.pprof"))
-		})()
+		defer b.profileController(proc, name, profile)()
 	}
 	cpu0 := markCPU(proc)
 	got, inSyncAt, err := b.waitStateAt(ctx, proc, fleet.StateInSync, n, timeout, func(int) {

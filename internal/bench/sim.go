@@ -653,9 +653,7 @@ func (p *rssPeak) sample(int) {
 // The returned func waits for both.
 func (b *bench) profileStart(proc *controllerProc, name string) func() {
 	seconds := max(1, int(b.cfg.StartProfile.Seconds()))
-	controller := b.inBackground(name+" CPU profile", func() error {
-		return proc.saveProfile(fmt.Sprintf("profile?seconds=%d", seconds), filepath.Join(b.outDir, "controller-"+name+"-cpu.pprof"))
-	})
+	controller := b.profileController(proc, name, b.cfg.StartProfile)
 	spoke := func() {}
 	if real := b.simSpokes(); len(real) > 0 {
 		spoke = b.inBackground(name+" CPU profile of a spoke", func() error {
@@ -663,6 +661,14 @@ func (b *bench) profileStart(proc *controllerProc, name string) func() {
 		})
 	}
 	return func() { controller(); spoke() }
+}
+
+// profileController runs proc for d (a second at least) under the CPU profiler in the
+// background, into controller-<name>-cpu.pprof; the returned func waits for it.
+func (b *bench) profileController(proc *controllerProc, name string, d time.Duration) func() {
+	return b.inBackground(name+" CPU profile", func() error {
+		return proc.saveProfile(fmt.Sprintf("profile?seconds=%d", max(1, int(d.Seconds()))), filepath.Join(b.outDir, "controller-"+name+"-cpu.pprof"))
+	})
 }
 
 func (b *bench) inBackground(what string, f func() error) func() {
