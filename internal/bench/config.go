@@ -88,11 +88,11 @@ type Config struct {
 	// minutes held or not, reading about 3% or 7%.
 	SimSteady time.Duration
 	// SimHeartbeat is how often each Node of the simulation's spokes posts its status during
-	// the in-sync window, as a kubelet does at least (nodeStatusReportFrequency, 5 minutes; a
-	// busy shard's post about once a minute, which the reaction step and the capacity step
-	// run: here every post reaches the 42 caches that share its spoke, and at once a minute
-	// the 48 API servers' fan-out of 1,400 real-sized events a second took this 2-core
-	// machine's CPU from the controller until it lost its Lease), a real worker's status each
+	// the in-sync window, as a kubelet does at least (nodeStatusReportFrequency, 5 minutes). A
+	// busy shard's Nodes post about once a minute, which the reaction and capacity steps run:
+	// here every post reaches each cache that shares its spoke (42 at the default size), so at
+	// once a minute the spokes' API servers would send about 1,400 real-sized events a second,
+	// more than the machine that also runs the controller can serve. A real worker's status each
 	// time: every post is a watch event, the size of a
 	// real worker's Node, at each cache that holds the Node (0: no heartbeats). Each Node is
 	// given that status once before the window, so that the window holds heartbeats alone.

@@ -18,8 +18,9 @@ const (
 	goalRestartS     = 60
 	goalPerCluster   = 2 // hub requests per cluster at a restart, watches aside
 	goalDetectS      = 60
-	// goalNewNodeP99Ms and goalRemovalP99Ms are the reactions' goals (issue 61 set the new
-	// Node's, from its creation, with the Nodes posting as a busy shard's do).
+	// goalNewNodeP99Ms and goalRemovalP99Ms are the reactions' goals, both judged while the
+	// Nodes post as a busy shard's do; a new Node's is timed from its creation, since workloads
+	// scheduled onto it wait for its pool's labels and taints from then.
 	goalNewNodeP99Ms = 250
 	goalRemovalP99Ms = 2000
 )

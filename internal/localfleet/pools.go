@@ -153,8 +153,8 @@ const (
 // in one Update as NodelinkFieldManager), and sets the Machine's
 // status.nodeRef through the status subresource. Like nodelink, which works
 // from its informers' cache, it writes the Node as created and the Machine as
-// read before, and reads either again only on a conflict: four requests in a
-// row, not six.
+// read before, and reads either again only on a conflict, so that the link
+// costs the reaction it is timed in what nodelink's would.
 func (s *Spoke) LinkNode(ctx context.Context, machine string) (*corev1.Node, error) {
 	m, n, err := s.createNode(ctx, machine)
 	if err != nil {
