@@ -86,6 +86,8 @@ func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map
 	if err := h.putAll(ctx, func(i int, n heartbeatNode) corev1.NodeStatus {
 		return localfleet.WorkerStatus(n.name, i, time.Now())
 	}); err != nil {
+		// Some Nodes may hold a worker's status already: later steps expect them as they were.
+		h.restore(ctx)
 		return nil, err
 	}
 	time.Sleep(heartbeatSettle)
