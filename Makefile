@@ -227,7 +227,7 @@ BENCH_FLAGS ?=
 # `make build` builds the shipped binary: without cgo, as a static binary.
 
 .PHONY: bench
-bench: ## Benchmarks on a local fleet (20 spokes × 50 Nodes, 50 real spokes, 2,000 simulated clusters, then again with 100 Nodes in each cache, then 2,000 connections to an event server at rising event rates (the capacity step); about 90 minutes; shorter: BENCH_FLAGS="-idle 1m -sim-steady 2m -max-real-spokes 0"): writes _out/bench/report.{md,json} and docs/benchmarks.md.
+bench: ## Benchmarks on a local fleet (20 spokes × 50 Nodes, 50 real spokes, 2,000 simulated clusters, then again with 100 Nodes in each cache, then 2,000 connections to an event server at rising event rates (the capacity step); two hours or more on 2 cores; shorter: BENCH_FLAGS="-idle 1m -sim-steady 2m -max-real-spokes 0"): writes _out/bench/report.{md,json} and docs/benchmarks.md.
 	@mkdir -p _out/bench
 	$(GOBUILD) -o _out/bench/bench ./hack/bench
 	KUBEBUILDER_ASSETS="$(ASSETS)" _out/bench/bench -command "make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BENCH_FLAGS)

@@ -127,6 +127,11 @@ func run() error {
 	docs := flag.String("docs", "docs/benchmarks.md", "copy the Markdown report here (empty: don't)")
 	command := flag.String("command", "", "the command to print in the report (default: this command line)")
 	verbose := flag.Bool("v", false, "show the API servers' output")
+	// On 2 cores a full run at real size takes two hours or more: the steps before the
+	// simulation took 45 minutes in a run cut short, and its 12-minute window, the adoptions
+	// with larger caches and the capacity step about an hour more. A run past the bound
+	// stops; its report says so and is not copied to -docs.
+	timeout := flag.Duration("timeout", 4*time.Hour, "bound of the whole run")
 	flag.Parse()
 	cfg.GrowthSpokes, cfg.GrowthNodes, cfg.CapacityRates = gs, gn, cr
 	var err error
@@ -151,7 +156,7 @@ func run() error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 2*time.Hour)
+	ctx, cancelT := context.WithTimeout(ctx, *timeout)
 	defer cancelT()
 
 	rep, runErr := bench.Run(ctx, cfg)
