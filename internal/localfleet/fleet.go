@@ -83,6 +83,10 @@ type Options struct {
 	// more memory, and serves the same API. Tests that start many fleets on a small machine
 	// set it; empty, the control plane runs as it ships.
 	ControlPlaneGOGC string
+	// SpokeNames, when set, says which spoke names the fleet may use: each spoke takes the
+	// next free number whose name ("spoke-7") it accepts. A Part uses it to put its clusters
+	// in a shard of their own (fleet.Shard of namespace and name, both the spoke's name).
+	SpokeNames func(name string) bool
 }
 
 // Fleet is a hub and its spokes, each a real kube-apiserver. All of them
@@ -95,6 +99,9 @@ type Fleet struct {
 	removeDir bool
 	etcd      *envtest.Etcd
 	newest    *apiServerBinary
+	// sharedHub is set on a Part: the hub and etcd are another fleet's, and
+	// Stop leaves them running.
+	sharedHub bool
 
 	mu       sync.Mutex
 	spokes   map[string]*Spoke
@@ -156,17 +163,8 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
 			return nil, err
 		}
 	}
-	if opts.Dir == "" {
-		dir, err := os.MkdirTemp("", "localfleet-")
-		if err != nil {
-			return nil, err
-		}
-		f.dir, f.removeDir = dir, true
-	} else {
-		f.dir = opts.Dir
-		if err := os.MkdirAll(f.dir, 0o755); err != nil {
-			return nil, err
-		}
+	if err := f.makeDir(); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if retErr != nil {
@@ -199,17 +197,80 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
 		return nil, err
 	}
 	f.Hub = hub
-
-	versions := make([]string, opts.Spokes)
-	for i := range versions {
-		if len(opts.SpokeVersions) > 0 {
-			versions[i] = opts.SpokeVersions[i%len(opts.SpokeVersions)]
-		}
-	}
-	if _, err := f.addSpokes(ctx, versions); err != nil {
+	if _, err := f.addSpokes(ctx, f.startVersions()); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// Part starts a fleet of opts.Spokes spokes of its own, registered on f's hub
+// and kept in f's etcd: tests that each need a few spokes share one hub and
+// etcd instead of starting their own. Of opts, what concerns the hub (Dir
+// aside, HubAuditUsers, AssetsDir, ControlPlaneGOGC, Log) is f's. The Part's
+// Stop stops its own spokes and leaves f running; it cannot restart the hub.
+// Every cluster on the hub is visible to every Part's clients: a controller
+// run on a Part must be kept to its clusters (opts.SpokeNames and a shard).
+func (f *Fleet) Part(ctx context.Context, opts Options) (_ *Fleet, retErr error) {
+	if f.sharedHub {
+		return nil, errors.New("a Part of a Part: take it from the fleet that owns the hub")
+	}
+	opts.AssetsDir, opts.ControlPlaneGOGC, opts.HubAuditUsers, opts.Log = f.opts.AssetsDir, f.opts.ControlPlaneGOGC, f.opts.HubAuditUsers, f.opts.Log
+	opts.StartConcurrency = cmp.Or(max(opts.StartConcurrency, 0), f.opts.StartConcurrency)
+	p := &Fleet{Hub: f.Hub, opts: opts, etcd: f.etcd, newest: f.newest, sharedHub: true,
+		spokes: map[string]*Spoke{}, binaries: map[string]*apiServerBinary{}, wrappers: map[string]string{}}
+	for _, v := range opts.SpokeVersions {
+		if _, err := p.binaryFor(v); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.makeDir(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			_ = p.Stop()
+		}
+	}()
+	if _, err := p.addSpokes(ctx, p.startVersions()); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// makeDir makes the fleet's working folder: Options.Dir, or a new temporary one.
+func (f *Fleet) makeDir() error {
+	if f.opts.Dir == "" {
+		dir, err := os.MkdirTemp("", "localfleet-")
+		if err != nil {
+			return err
+		}
+		f.dir, f.removeDir = dir, true
+		return nil
+	}
+	f.dir = f.opts.Dir
+	return os.MkdirAll(f.dir, 0o755)
+}
+
+// startVersions is the version of each of the spokes Start brings up.
+func (f *Fleet) startVersions() []string {
+	versions := make([]string, f.opts.Spokes)
+	for i := range versions {
+		if len(f.opts.SpokeVersions) > 0 {
+			versions[i] = f.opts.SpokeVersions[i%len(f.opts.SpokeVersions)]
+		}
+	}
+	return versions
+}
+
+// nextSeq numbers a new spoke: the next number across every fleet of the
+// process whose name Options.SpokeNames accepts.
+func (f *Fleet) nextSeq() int {
+	for {
+		seq := int(spokeSeq.Add(1))
+		if f.opts.SpokeNames == nil || f.opts.SpokeNames(spokeName(seq)) {
+			return seq
+		}
+	}
 }
 
 // AddSpokes starts n more spokes of the newest version,
@@ -238,7 +299,7 @@ func (f *Fleet) addSpokes(ctx context.Context, versions []string) ([]*Spoke, err
 	for i, v := range versions {
 		// Numbered before they start, in order: spoke i of the sorted result
 		// is versions[i], however the starts interleave.
-		seq := int(spokeSeq.Add(1))
+		seq := f.nextSeq()
 		g.Go(func() error {
 			s, err := f.addSpoke(gctx, seq, v)
 			added[i] = s
@@ -282,12 +343,12 @@ func (f *Fleet) Stop() error {
 			errs = append(errs, err)
 		}
 	}
-	if f.Hub != nil && f.Hub.APIServer != nil {
+	if f.Hub != nil && f.Hub.APIServer != nil && !f.sharedHub {
 		if err := f.Hub.APIServer.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stop hub: %w", err))
 		}
 	}
-	if f.etcd != nil {
+	if f.etcd != nil && !f.sharedHub {
 		if err := f.etcd.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stop etcd: %w", err))
 		}
@@ -415,6 +476,9 @@ func (f *Fleet) HubUser(name string) (*rest.Config, error) {
 // RestartHub stops the hub API server and starts it again on the same
 // address with the same certificates and data.
 func (f *Fleet) RestartHub() error {
+	if f.sharedHub {
+		return errors.New("the hub is shared with other fleets (Part): restart it from a fleet of its own")
+	}
 	if err := f.Hub.APIServer.Stop(); err != nil {
 		return fmt.Errorf("stop hub: %w", err)
 	}

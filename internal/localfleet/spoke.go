@@ -140,6 +140,10 @@ type Spoke struct {
 // process-wide metrics registry. The first fleet's spokes are spoke-1, 2...
 var spokeSeq atomic.Int64
 
+// spokeName is the name of spoke number seq: its API server's, and its
+// ClusterDeployment's namespace and name on the hub.
+func spokeName(seq int) string { return fmt.Sprintf("spoke-%d", seq) }
+
 // AddSpoke starts a new spoke API server of the newest version and
 // registers it on the hub.
 func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) { return f.AddSpokeAt(ctx, "") }
@@ -147,7 +151,7 @@ func (f *Fleet) AddSpoke(ctx context.Context) (*Spoke, error) { return f.AddSpok
 // AddSpokeAt is AddSpoke for a spoke of a Kubernetes minor ("1.29"; "" for
 // the newest).
 func (f *Fleet) AddSpokeAt(ctx context.Context, version string) (*Spoke, error) {
-	return f.addSpoke(ctx, int(spokeSeq.Add(1)), version)
+	return f.addSpoke(ctx, f.nextSeq(), version)
 }
 
 func (f *Fleet) addSpoke(ctx context.Context, seq int, version string) (*Spoke, error) {
@@ -155,7 +159,7 @@ func (f *Fleet) addSpoke(ctx context.Context, seq int, version string) (*Spoke, 
 	if err != nil {
 		return nil, err
 	}
-	name := fmt.Sprintf("spoke-%d", seq)
+	name := spokeName(seq)
 	s := &Spoke{Name: name, InfraID: fmt.Sprintf("%s-x%04d", name, seq), Version: bin.version, fleet: f, seq: seq}
 
 	var users []string
