@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	gosync "sync"
 	"syscall"
@@ -124,6 +125,9 @@ func startBinary(t *testing.T, kubeconfig string, extra ...string) *controllerPr
 	args := append([]string{"run", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
 		"--resync-period", "1h", "--spoke-probe-interval", "1s", "--spoke-secret-recheck", "1s"}, extra...)
+	if shard, ok := testShard(t); ok && !slices.Contains(extra, "--shard-count") {
+		args = append(args, "--shard-count", fmt.Sprint(sharedShards), "--shard-index", fmt.Sprint(shard))
+	}
 	p := &controllerProcess{log: &bytes.Buffer{}, mu: &gosync.Mutex{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
 	p.cmd = exec.Command(controllerBinary(t), args...)
 	p.cmd.Stdout = lockedWriter{p.mu, p.log}
@@ -196,7 +200,7 @@ func driftRows(t *testing.T, ctx context.Context, f *localfleet.Fleet) []fleet.D
 func TestDriftCommand(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 4*time.Minute)
-	f := startFleet(t, ctx, 2)
+	f := startOwnFleet(t, ctx, 2)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 2)
 	}

@@ -24,7 +24,7 @@ import (
 func TestDriftDryRunAndControllerAgree(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 5*time.Minute)
-	f := startFleet(t, ctx, 3)
+	f := startOwnFleet(t, ctx, 3)
 	hub := f.Hub.Client
 	drifted, mixed, paused := f.Spokes()[0], f.Spokes()[1], f.Spokes()[2]
 	for _, s := range f.Spokes() {

@@ -164,7 +164,7 @@ func TestFaultSlowSpoke(t *testing.T) {
 func TestFaultHubRestart(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 4*time.Minute)
-	f := startFleet(t, ctx, 1)
+	f := startOwnFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)
 	startInSync(t, ctx, f, testOptions(), s)
@@ -189,7 +189,7 @@ func generation(ctx context.Context, t *testing.T, f *localfleet.Fleet, s *local
 func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 4*time.Minute)
-	f := startFleet(t, ctx, 1)
+	f := startOwnFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)
 	opts := testOptions()
@@ -251,7 +251,7 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 6*time.Minute)
-	f := startFleet(t, ctx, 2)
+	f := startOwnFleet(t, ctx, 2)
 	s, other := f.Spokes()[0], f.Spokes()[1]
 	addInfraPool(t, ctx, s, 2)
 	addInfraPool(t, ctx, other, 2)

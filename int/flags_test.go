@@ -21,7 +21,7 @@ import (
 func TestLeaderElectionSettingsRunBothReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 3*time.Minute)
-	f := startFleet(t, ctx, 0)
+	f := startOwnFleet(t, ctx, 0)
 	kc := controllerKubeconfig(t, ctx, f)
 	settings := []struct {
 		name  string

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 // spokeClientFromHub builds a client for a spoke the way the controller
@@ -207,4 +208,47 @@ func staticMapper() meta.RESTMapper {
 		m.AddSpecific(list, k.gvk.GroupVersion().WithResource(k.plural), k.gvk.GroupVersion().WithResource(k.singular), k.scope)
 	}
 	return m
+}
+
+// Tests on the shared hub (startFleet) each get spokes of their own in a
+// shard of their own: a Part's spokes are all in it, its Stop leaves the hub
+// serving the others, and it cannot restart the hub under them.
+func TestPartsShareTheHub(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, 3*time.Minute)
+	f := startFleet(t, ctx, 2)
+	shard, ok := testShard(t)
+	if !ok {
+		t.Fatal("startFleet claimed no shard")
+	}
+	hub := sharedHub(t)
+	for _, s := range f.Spokes() {
+		if got := fleet.Shard(s.Name, s.Name, sharedShards); got != shard {
+			t.Errorf("%s is in shard %d, want the test's %d", s.Name, got, shard)
+		}
+		if _, err := s.ClusterDeployment(ctx); err != nil {
+			t.Errorf("%s: no ClusterDeployment on the shared hub: %v", s.Name, err)
+		}
+	}
+	if f.Hub != hub.Hub {
+		t.Fatal("the Part has a hub of its own")
+	}
+	// In the test's shard too: no other test's controller may see its cluster.
+	other, err := hub.Part(ctx, localfleet.Options{Spokes: 1, Dir: t.TempDir(),
+		SpokeNames: func(name string) bool { return fleet.Shard(name, name, sharedShards) == shard }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Stop(); err != nil {
+		t.Fatalf("stop a Part: %v", err)
+	}
+	if err := f.Hub.Client.List(ctx, &hivev1.ClusterDeploymentList{}); err != nil {
+		t.Errorf("the hub stopped with a Part: %v", err)
+	}
+	if err := f.RestartHub(); err == nil {
+		t.Error("a Part restarted the shared hub")
+	}
+	if _, err := other.Part(ctx, localfleet.Options{}); err == nil {
+		t.Error("a Part of a Part started")
+	}
 }

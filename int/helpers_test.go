@@ -6,14 +6,17 @@ package int_test
 import (
 	"context"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
+	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
 // controlPlaneGOGC is the GOGC of every test fleet's etcd and API servers: the
-// integration tests start about 170 API servers and 50 etcds, whose starts are
+// integration tests start about 120 API servers and 20 etcds, whose starts are
 // most of their CPU, and at 400 each start takes about 15 % less of it
 // (docs/tests.md).
 const controlPlaneGOGC = "400"
@@ -27,10 +30,111 @@ func testContext(t *testing.T, timeout time.Duration) context.Context {
 	return ctx
 }
 
-// startFleet starts a hub and n spokes with audit logs, stopped at cleanup.
+// startFleet starts n spokes with audit logs on the shared hub (sharedHub),
+// stopped at cleanup. The test's clusters are in a shard of their own, and
+// every controller it starts (startController, startBinary) runs as that
+// shard, so it never sees another test's clusters. A test that restarts or
+// audits the hub, reads every cluster (drift), holds Leases of its own
+// names or installs hub manifests starts its own hub: startOwnFleet.
 func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 	t.Helper()
+	hub := sharedHub(t)
+	shard := claimShard(t)
+	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir(),
+		SpokeNames: func(name string) bool { return fleet.Shard(name, name, sharedShards) == shard }}
+	start := time.Now()
+	f, err := hub.Part(ctx, opts)
+	if err != nil {
+		t.Fatalf("start %d spokes on the shared hub: %v", n, err)
+	}
+	t.Logf("local fleet: %d spokes on the shared hub up in %s (shard %d of %d)", n, time.Since(start).Round(time.Millisecond), shard, sharedShards)
+	stopAtCleanup(t, f)
+	return f
+}
+
+// startOwnFleet starts a hub of the test's own and n spokes with audit logs,
+// stopped at cleanup.
+func startOwnFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
+	t.Helper()
 	return startFleetWith(t, ctx, n, nil)
+}
+
+// The shared hub: most tests need a few spokes and, of the hub, only their
+// own clusters' objects; a hub and an etcd cost about 9 CPU-seconds over a
+// test's life (docs/tests.md), so they share one, started by the first such
+// test and stopped by TestMain. Each test's clusters take one of
+// sharedShards shards, never reused in a run: a Lease or a queue that a
+// stopped test's controller leaves behind is no other test's.
+const sharedShards = 4096
+
+var shared struct {
+	once  sync.Once
+	fleet *localfleet.Fleet
+	err   error
+
+	mu     sync.Mutex
+	shards map[string]int // by test name
+	next   int
+}
+
+// sharedHub returns the shared hub, started on first use.
+func sharedHub(t *testing.T) *localfleet.Fleet {
+	t.Helper()
+	shared.once.Do(func() {
+		opts := localfleet.Options{ControlPlaneGOGC: controlPlaneGOGC}
+		if os.Getenv("LOCALFLEET_LOG") != "" {
+			opts.Log = os.Stderr
+		}
+		shared.fleet, shared.err = localfleet.Start(context.Background(), opts)
+	})
+	if shared.err != nil {
+		t.Fatalf("start the shared hub: %v", shared.err)
+	}
+	return shared.fleet
+}
+
+// stopSharedHub stops the shared hub, if a test started it.
+func stopSharedHub() error {
+	if shared.fleet == nil {
+		return nil
+	}
+	return shared.fleet.Stop()
+}
+
+// claimShard gives the test a shard of the shared hub of its own (the same
+// one if it asks again).
+func claimShard(t *testing.T) int {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if i, ok := shared.shards[t.Name()]; ok {
+		return i
+	}
+	if shared.shards == nil {
+		shared.shards = map[string]int{}
+	}
+	if shared.next >= sharedShards {
+		t.Fatalf("more than %d tests on the shared hub", sharedShards)
+	}
+	shared.shards[t.Name()] = shared.next
+	shared.next++
+	return shared.shards[t.Name()]
+}
+
+// testShard is the shard of the shared hub that t, or the test t is a
+// subtest of, claimed; false if it has none (its fleet is its own).
+func testShard(t *testing.T) (int, bool) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	for name := t.Name(); ; {
+		if i, ok := shared.shards[name]; ok {
+			return i, true
+		}
+		j := strings.LastIndex(name, "/")
+		if j < 0 {
+			return 0, false
+		}
+		name = name[:j]
+	}
 }
 
 // startFleetWith is startFleet with options of the test's own (mutate may be nil).
@@ -49,6 +153,13 @@ func startFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*local
 		t.Fatalf("start local fleet: %v", err)
 	}
 	t.Logf("local fleet: hub + %d spokes up in %s", n, time.Since(start).Round(time.Millisecond))
+	stopAtCleanup(t, f)
+	return f
+}
+
+// stopAtCleanup stops f when the test ends, once its spokes' audit logs show
+// only the requests the hub's credential may send.
+func stopAtCleanup(t *testing.T, f *localfleet.Fleet) {
 	t.Cleanup(func() {
 		// Whatever the test did, the hub's credential sent each spoke only
 		// the requests the allow-list permits.
@@ -59,7 +170,6 @@ func startFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*local
 			t.Errorf("stop fleet: %v", err)
 		}
 	})
-	return f
 }
 
 // pollInterval is how often waitFor tries its condition.

@@ -1,6 +1,7 @@
 package int_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -15,5 +16,10 @@ func TestMain(m *testing.M) {
 		level = zapcore.DebugLevel
 	}
 	log.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := stopSharedHub(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop the shared hub: %v\n", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }

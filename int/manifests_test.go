@@ -64,7 +64,7 @@ var wantLeaderElectionRole = map[string][]string{
 func TestManifests(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 5*time.Minute)
-	f := startFleet(t, ctx, 0)
+	f := startOwnFleet(t, ctx, 0)
 
 	if _, err := envtest.InstallCRDs(f.Hub.Config, envtest.CRDInstallOptions{
 		Paths:              []string{filepath.Join("..", "config", "crds", "monitoring")},

@@ -677,7 +677,7 @@ func TestPrometheusRulesAndDashboard(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
 
 	// The fleet: one spoke to drift, one to black-hole, one with a refused pool.
-	f := startFleet(t, ctx, 3)
+	f := startOwnFleet(t, ctx, 3)
 	drifting, holed, refused := f.Spokes()[0], f.Spokes()[1], f.Spokes()[2]
 	// 2 Machines + 2 Nodes to adopt on the drifting spoke, 3 + 3 on the
 	// other (so that the two lines of the drift graph do not overlap).

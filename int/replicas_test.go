@@ -131,7 +131,7 @@ func TestLeaderKilledMidRolloutOtherTakesOver(t *testing.T) {
 func TestShardsWriteDisjointClusters(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 5*time.Minute)
-	f := startFleet(t, ctx, 4)
+	f := startOwnFleet(t, ctx, 4)
 	// Each shard must own a cluster, or the test would prove nothing of it:
 	// spoke names vary with the tests run before, so add spokes until both do.
 	owned := func() map[int]bool {

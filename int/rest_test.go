@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
@@ -146,13 +147,15 @@ func TestRestartRewritesNothing(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	stopFirst()
 	statusRV := func() map[string]string {
-		list := &v1alpha1.MachinePoolSyncList{}
-		if err := f.Hub.Client.List(ctx, list); err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]string{}
-		for _, s := range list.Items {
-			out[s.Namespace+"/"+s.Name] = s.ResourceVersion
+		for _, sp := range f.Spokes() {
+			list := &v1alpha1.MachinePoolSyncList{}
+			if err := f.Hub.Client.List(ctx, list, client.InNamespace(sp.Name)); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range list.Items {
+				out[s.Namespace+"/"+s.Name] = s.ResourceVersion
+			}
 		}
 		return out
 	}

@@ -340,7 +340,7 @@ func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
 func TestFailedStatusWritesAreRetried(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 3*time.Minute)
-	f := startFleet(t, ctx, 1)
+	f := startOwnFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
 	r := startInSync(t, ctx, f, testOptions(), s)
@@ -391,7 +391,7 @@ func TestFailedStatusWritesAreRetried(t *testing.T) {
 func TestRefusedStatusWritesBackOff(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 3*time.Minute)
-	f := startFleet(t, ctx, 1)
+	f := startOwnFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	const replicas = 2
 	addInfraPool(t, ctx, s, replicas)

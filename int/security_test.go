@@ -109,7 +109,7 @@ func TestNoCredentialMaterialInLogsOrEvents(t *testing.T) {
 		said = append(said, e.Note)
 	}
 	syncs := &v1alpha1.MachinePoolSyncList{}
-	if err := f.Hub.Client.List(ctx, syncs); err != nil {
+	if err := f.Hub.Client.List(ctx, syncs, client.InNamespace(s.Name)); err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range syncs.Items {
