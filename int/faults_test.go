@@ -251,7 +251,7 @@ func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 6*time.Minute)
-	f := startOwnFleet(t, ctx, 2)
+	f := startFleet(t, ctx, 2)
 	s, other := f.Spokes()[0], f.Spokes()[1]
 	addInfraPool(t, ctx, s, 2)
 	addInfraPool(t, ctx, other, 2)
@@ -438,11 +438,12 @@ func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 	})
 
 	t.Run("ClusterDeployment without clusterMetadata", func(t *testing.T) {
-		cd := localfleet.NewClusterDeployment(s.Name, "not-installed").WithoutClusterMetadata().Build()
+		name := nameInShard(t, s.Name, "not-installed")
+		cd := localfleet.NewClusterDeployment(s.Name, name).WithoutClusterMetadata().Build()
 		if err := f.Hub.Client.Create(ctx, cd); err != nil {
 			t.Fatal(err)
 		}
-		mp := localfleet.NewMachinePool(s.Name, "not-installed", "workers").WithLabels(map[string]string{"example.com/x": "1"}).Build()
+		mp := localfleet.NewMachinePool(s.Name, name, "workers").WithLabels(map[string]string{"example.com/x": "1"}).Build()
 		if err := f.Hub.Client.Create(ctx, mp); err != nil {
 			t.Fatal(err)
 		}
@@ -454,7 +455,7 @@ func TestBadPoolsAreRefusedAndOthersCarryOn(t *testing.T) {
 	})
 
 	t.Run("MachinePool naming a missing ClusterDeployment", func(t *testing.T) {
-		mp := localfleet.NewMachinePool(s.Name, "ghost", "workers").WithLabels(map[string]string{"example.com/x": "1"}).Build()
+		mp := localfleet.NewMachinePool(s.Name, nameInShard(t, s.Name, "ghost"), "workers").WithLabels(map[string]string{"example.com/x": "1"}).Build()
 		if err := f.Hub.Client.Create(ctx, mp); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ package int_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -33,15 +34,28 @@ func testContext(t *testing.T, timeout time.Duration) context.Context {
 // startFleet starts n spokes with audit logs on the shared hub (sharedHub),
 // stopped at cleanup. The test's clusters are in a shard of their own, and
 // every controller it starts (startController, startBinary) runs as that
-// shard, so it never sees another test's clusters. A test that restarts or
-// audits the hub, reads every cluster (drift), holds Leases of its own
-// names or installs hub manifests starts its own hub: startOwnFleet.
+// shard, so it never sees another test's clusters (one that creates a
+// ClusterDeployment of its own names it with nameInShard, and one that
+// installs a webhook or a policy on the hub scopes it to its namespaces). A
+// test that restarts or audits the hub, reads every cluster (drift), holds
+// Leases of its own names or installs hub manifests starts its own hub:
+// startOwnFleet.
 func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
+	t.Helper()
+	return startFleetWith(t, ctx, n, nil)
+}
+
+// startFleetWith is startFleet with spoke options of the test's own (mutate
+// may be nil); what concerns the hub is the shared hub's.
+func startFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*localfleet.Options)) *localfleet.Fleet {
 	t.Helper()
 	hub := sharedHub(t)
 	shard := claimShard(t)
-	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir(),
-		SpokeNames: func(name string) bool { return fleet.Shard(name, name, sharedShards) == shard }}
+	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir()}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	opts.SpokeNames = func(name string) bool { return inShard(name, name, shard) }
 	start := time.Now()
 	f, err := hub.Part(ctx, opts)
 	if err != nil {
@@ -56,7 +70,7 @@ func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 // stopped at cleanup.
 func startOwnFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 	t.Helper()
-	return startFleetWith(t, ctx, n, nil)
+	return startOwnFleetWith(t, ctx, n, nil)
 }
 
 // The shared hub: most tests need a few spokes and, of the hub, only their
@@ -120,6 +134,27 @@ func claimShard(t *testing.T) int {
 	return shared.shards[t.Name()]
 }
 
+// inShard says whether the cluster namespace/name is in shard of the shared
+// hub: a test that creates a ClusterDeployment of its own names it so.
+func inShard(namespace, name string, shard int) bool {
+	return fleet.Shard(namespace, name, sharedShards) == shard
+}
+
+// nameInShard is the first of prefix-1, prefix-2, ... that puts a cluster
+// in namespace in the test's shard of the shared hub.
+func nameInShard(t *testing.T, namespace, prefix string) string {
+	t.Helper()
+	shard, ok := testShard(t)
+	if !ok {
+		t.Fatal("nameInShard: the test has no fleet on the shared hub")
+	}
+	for i := 1; ; i++ {
+		if name := fmt.Sprintf("%s-%d", prefix, i); inShard(namespace, name, shard) {
+			return name
+		}
+	}
+}
+
 // testShard is the shard of the shared hub that t, or the test t is a
 // subtest of, claimed; false if it has none (its fleet is its own).
 func testShard(t *testing.T) (int, bool) {
@@ -137,8 +172,9 @@ func testShard(t *testing.T) (int, bool) {
 	}
 }
 
-// startFleetWith is startFleet with options of the test's own (mutate may be nil).
-func startFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*localfleet.Options)) *localfleet.Fleet {
+// startOwnFleetWith is startOwnFleet with options of the test's own (mutate
+// may be nil).
+func startOwnFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*localfleet.Options)) *localfleet.Fleet {
 	t.Helper()
 	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir(), ControlPlaneGOGC: controlPlaneGOGC}
 	if mutate != nil {

@@ -340,7 +340,7 @@ func TestAdmissionDenialIsReportedAndRetriedSlowly(t *testing.T) {
 func TestFailedStatusWritesAreRetried(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 3*time.Minute)
-	f := startOwnFleet(t, ctx, 1)
+	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 2)
 	r := startInSync(t, ctx, f, testOptions(), s)
@@ -350,7 +350,7 @@ func TestFailedStatusWritesAreRetried(t *testing.T) {
 	none := admissionregistrationv1.SideEffectClassNone
 	closed := "https://127.0.0.1:1/validate" // nothing listens: the call fails
 	hook := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "fail-status.localfleet.test"},
+		ObjectMeta: metav1.ObjectMeta{Name: "fail-status-" + s.Name + ".localfleet.test"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "fail-status.localfleet.test",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &closed},
@@ -358,6 +358,8 @@ func TestFailedStatusWritesAreRetried(t *testing.T) {
 			SideEffects:             &none,
 			AdmissionReviewVersions: []string{"v1"},
 			Rules:                   []admissionregistrationv1.RuleWithOperations{statusWrites},
+			// The cluster's namespace: the hub is shared with other tests.
+			NamespaceSelector: clusterNamespace(s),
 		}},
 	}
 	if err := hub.Create(ctx, hook); err != nil {
@@ -391,7 +393,7 @@ func TestFailedStatusWritesAreRetried(t *testing.T) {
 func TestRefusedStatusWritesBackOff(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 3*time.Minute)
-	f := startOwnFleet(t, ctx, 1)
+	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	const replicas = 2
 	addInfraPool(t, ctx, s, replicas)
@@ -402,10 +404,12 @@ func TestRefusedStatusWritesBackOff(t *testing.T) {
 
 	const frozen = "MachinePoolSync statuses are frozen by policy"
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "freeze-status.localfleet.test"},
+		ObjectMeta: metav1.ObjectMeta{Name: "freeze-status-" + s.Name + ".localfleet.test"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: statusWrites}},
+				// The cluster's namespace: the hub is shared with other tests.
+				NamespaceSelector: clusterNamespace(s),
 			},
 			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: frozen}},
 		},
@@ -461,6 +465,11 @@ func TestRefusedStatusWritesBackOff(t *testing.T) {
 		t.Errorf("%d spoke patches for %d drifted objects, want one each: a refused status is retried without writing the spoke again (%v)", all, 2*replicas, byObject)
 	}
 	t.Logf("status written %s after the policy went", took.Round(time.Millisecond))
+}
+
+// clusterNamespace selects the namespace of s's cluster on the hub.
+func clusterNamespace(s *localfleet.Spoke) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: s.Name}}
 }
 
 // statusWrites matches the MachinePoolSync status writes, for a hub's

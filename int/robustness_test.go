@@ -219,7 +219,7 @@ func (r *rbRun) setUp() {
 	t := r.t
 	versions := spokeVersions(t)
 	versions = []string{versions[0], versions[len(versions)-1]}
-	r.f = startVersionFleetWith(t, r.ctx, versions, func(o *localfleet.Options) {
+	r.f = startOwnVersionFleetWith(t, r.ctx, versions, func(o *localfleet.Options) {
 		o.AuditHistory = true
 		// Watches expire: etcd is compacted every 5 s and the spokes
 		// serve watches from it, so a watch resumed after any outage is
@@ -1366,7 +1366,7 @@ func (r *rbRun) finish() {
 	r.res.checks[invQuiet] += r.res.quiet * len(r.spokes)
 	r.res.checks[invStatus] += r.res.quiet * len(r.spokes)
 	r.res.checks[invDrift] += r.res.quiet
-	r.res.checks[invAllowList] += len(r.spokes) // startFleetWith's cleanup
+	r.res.checks[invAllowList] += len(r.spokes) // startOwnFleetWith's cleanup
 	if r.t.Failed() {
 		for _, s := range r.stepLog {
 			r.t.Log(s.desc)

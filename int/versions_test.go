@@ -69,22 +69,36 @@ func versionAssetsDir(t *testing.T, minor string) string {
 	return b.get(t, func() (string, error) { return localfleet.BuildTool("../hack/controlplane.sh", minor) })
 }
 
-// startVersionFleet starts a hub of the newest version and one spoke of each
-// of versions (in that order), with audit logs; startFleetWith's cleanup
-// checks every spoke's audit log against the allow-list.
+// startVersionFleet starts one spoke of each of versions (in that order) on
+// the shared hub (the newest version), with audit logs; startFleetWith's
+// cleanup checks every spoke's audit log against the allow-list.
 func startVersionFleet(t *testing.T, ctx context.Context, versions []string) *localfleet.Fleet {
 	t.Helper()
 	return startVersionFleetWith(t, ctx, versions, func(*localfleet.Options) {})
 }
 
-// startVersionFleetWith is startVersionFleet with more fleet options.
+// startVersionFleetWith is startVersionFleet with more spoke options.
 func startVersionFleetWith(t *testing.T, ctx context.Context, versions []string, mutate func(*localfleet.Options)) *localfleet.Fleet {
+	t.Helper()
+	return versionFleet(t, ctx, versions, mutate, startFleetWith)
+}
+
+// startOwnVersionFleetWith is startVersionFleetWith on a hub of the test's
+// own (startOwnFleet).
+func startOwnVersionFleetWith(t *testing.T, ctx context.Context, versions []string, mutate func(*localfleet.Options)) *localfleet.Fleet {
+	t.Helper()
+	return versionFleet(t, ctx, versions, mutate, startOwnFleetWith)
+}
+
+// versionFleet starts one spoke of each of versions with start.
+func versionFleet(t *testing.T, ctx context.Context, versions []string, mutate func(*localfleet.Options),
+	start func(*testing.T, context.Context, int, func(*localfleet.Options)) *localfleet.Fleet) *localfleet.Fleet {
 	t.Helper()
 	assets := map[string]string{}
 	for _, v := range versions {
 		assets[v] = versionAssetsDir(t, v)
 	}
-	f := startFleetWith(t, ctx, len(versions), func(o *localfleet.Options) {
+	f := start(t, ctx, len(versions), func(o *localfleet.Options) {
 		o.SpokeVersions = versions
 		o.VersionAssets = assets
 		mutate(o)
