@@ -125,7 +125,7 @@ func startBinary(t *testing.T, kubeconfig string, extra ...string) *controllerPr
 	args := append([]string{"run", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
 		"--resync-period", "1h", "--spoke-probe-interval", "1s", "--spoke-secret-recheck", "1s"}, extra...)
-	if shard, ok := testShard(t); ok && !slices.Contains(extra, "--shard-count") {
+	if shard, ok := testShard(t); ok && !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--shard-count") }) {
 		args = append(args, "--shard-count", fmt.Sprint(sharedShards), "--shard-index", fmt.Sprint(shard))
 	}
 	p := &controllerProcess{log: &bytes.Buffer{}, mu: &gosync.Mutex{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}

@@ -17,7 +17,7 @@ import (
 )
 
 // controlPlaneGOGC is the GOGC of every test fleet's etcd and API servers: the
-// integration tests start about 120 API servers and 20 etcds, whose starts are
+// integration tests start about 100 API servers and 15 etcds, whose starts are
 // most of their CPU, and at 400 each start takes about 15 % less of it
 // (docs/tests.md).
 const controlPlaneGOGC = "400"
@@ -74,8 +74,8 @@ func startOwnFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 }
 
 // The shared hub: most tests need a few spokes and, of the hub, only their
-// own clusters' objects; a hub and an etcd cost about 9 CPU-seconds over a
-// test's life (docs/tests.md), so they share one, started by the first such
+// own clusters' objects; a hub and an etcd of their own for every test were
+// about a fifth of the tests' CPU (docs/tests.md), so they share one, started by the first such
 // test and stopped by TestMain. Each test's clusters take one of
 // sharedShards shards, never reused in a run: a Lease or a queue that a
 // stopped test's controller leaves behind is no other test's.

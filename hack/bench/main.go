@@ -127,9 +127,8 @@ func run() error {
 	docs := flag.String("docs", "docs/benchmarks.md", "copy the Markdown report here (empty: don't)")
 	command := flag.String("command", "", "the command to print in the report (default: this command line)")
 	verbose := flag.Bool("v", false, "show the API servers' output")
-	// On 2 cores a full run at real size takes two hours or more: the steps before the
-	// simulation took 45 minutes in a run cut short, and its 12-minute window, the adoptions
-	// with larger caches and the capacity step about an hour more. A run past the bound
+	// On 2 cores a full run at real size takes two hours or more (docs/benchmark-notes.md,
+	// "A full run at real size, cut short"): the bound leaves it room. A run past the bound
 	// stops; its report says so and is not copied to -docs.
 	timeout := flag.Duration("timeout", 4*time.Hour, "bound of the whole run")
 	flag.Parse()

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -87,7 +88,9 @@ func startHeartbeats(ctx context.Context, spokes []*localfleet.Spoke, caches map
 		return localfleet.WorkerStatus(n.name, i, time.Now())
 	}); err != nil {
 		// Some Nodes may hold a worker's status already: later steps expect them as they were.
-		h.restore(ctx)
+		if !h.restore(ctx) {
+			err = fmt.Errorf("%w (and some Nodes keep a worker's status: a put back failed)", err)
+		}
 		return nil, err
 	}
 	time.Sleep(heartbeatSettle)
