@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
@@ -163,15 +164,6 @@ type controllerProc struct {
 	stopOnce sync.Once
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startController runs cfg.ControllerCommand with the controller flags.
 func (b *bench) startController(ctx context.Context, name string, extra ...string) (*controllerProc, error) {
 	return b.start(ctx, name, b.memLimit, extra...)
@@ -179,11 +171,11 @@ func (b *bench) startController(ctx context.Context, name string, extra ...strin
 
 // start starts a controller process with memLimit as its GOMEMLIMIT ("": none).
 func (b *bench) start(ctx context.Context, name, memLimit string, extra ...string) (*controllerProc, error) {
-	mport, err := freePort()
+	mport, err := localfleet.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	sport, err := freePort()
+	sport, err := localfleet.FreePort()
 	if err != nil {
 		return nil, err
 	}
