@@ -82,13 +82,24 @@ FUZZ_PKGS = $$(grep -rlE '^func Fuzz[A-Za-z0-9_]*\(' --include='*_test.go' pkg |
 
 .PHONY: fuzz-build
 fuzz-build: ## Compile one fuzzing test binary per package into .cache/fuzz.
+	@# The first alone (on a cold machine it compiles the instrumented packages they all
+	@# share), then the rest side by side (go test -fuzz takes one package; a link runs
+	@# mostly on one core).
 	@mkdir -p .cache/fuzz
-	@for pkg in $(FUZZ_PKGS); do \
-	  $(GO) test -c -fuzz=. -o $(CURDIR)/.cache/fuzz/$$(echo $$pkg | tr / _).test ./$$pkg || exit 1; \
-	done
+	@link() { $(GO) test -c -fuzz=. -ldflags='-s -w' -o $(CURDIR)/.cache/fuzz/$$(echo $$1 | tr / _).test ./$$1; }; \
+	set -- $(FUZZ_PKGS); link $$1 || exit 1; shift; \
+	pids=; for pkg; do link $$pkg & pids="$$pids $$!"; done; \
+	rc=0; for pid in $$pids; do wait $$pid || rc=1; done; exit $$rc
+
+# `make test` builds everything the tests run first (test-prereqs), then runs
+# them with BUILT=1: fuzz and test-int then run the binaries test-prereqs linked
+# instead of linking each again. The test binaries are linked without debug
+# information (-s -w, as `go test` links the ones it runs): with it, a link took
+# four times the CPU.
+BUILT ?=
 
 .PHONY: fuzz
-fuzz: fuzz-build ## Run each fuzz target for FUZZTIME (default 5000 executions) over the committed corpora.
+fuzz: $(if $(BUILT),,fuzz-build) ## Run each fuzz target for FUZZTIME (default 5000 executions) over the committed corpora.
 	@# One fuzzing test binary per package (in .cache/fuzz), run once per target: `go test -fuzz`
 	@# would link it again for every target. Each run starts from the committed corpus alone, in
 	@# a fresh cache folder: go test's own cache keeps every input it ever found interesting, and
@@ -113,12 +124,25 @@ fuzz: fuzz-build ## Run each fuzz target for FUZZTIME (default 5000 executions) 
 # run at a time on 2 cores.
 INT_PARALLEL ?= 6
 
+# The integration tests, compiled (int-build) and run as a binary: `go test`
+# would link them again on every run.
+INT_TEST = .cache/test/int.test
+
+.PHONY: int-build
+int-build: test-compile ## Compile the integration tests into .cache/test/int.test.
+	@mkdir -p $(dir $(INT_TEST))
+	$(GO) test -c -ldflags='-s -w' -o $(INT_TEST) ./int
+
 .PHONY: test-int
-test-int: build controlplane nodelink kubectl ## Integration tests on real API servers (builds the control planes, nodelink and kubectl first, outside any test's deadline), INT_PARALLEL (6) at a time.
+test-int: $(if $(BUILT),,build controlplane nodelink kubectl int-build) ## Integration tests on real API servers (builds the binary, control planes, nodelink, kubectl and the tests first, outside any test's deadline), INT_PARALLEL (6) at a time.
 	@# Beside them, the spoke cache's decoders on real API servers' answers (pkg/remote/spokecache;
-	@# test-unit, which has no control plane, skips that test).
+	@# test-unit, which has no control plane, skips that test). The tests run the binary `build`
+	@# made (HUB_NODE_METADATA_BINARY), as `go test` runs a test binary: in its package's folder.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote/spokecache & answers=$$!; \
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(KUBECTLS) $(GO) test -count=1 -timeout 40m -p 1 -parallel $(INT_PARALLEL) ./int/...; rc=$$?; \
+	start=$$(date +%s); \
+	(cd int && KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(KUBECTLS) HUB_NODE_METADATA_BINARY="$(CURDIR)/bin/hub-controller" \
+	  $(CURDIR)/$(INT_TEST) -test.count=1 -test.timeout=40m -test.parallel=$(INT_PARALLEL) -test.paniconexit0); rc=$$?; \
+	if [ $$rc = 0 ]; then echo "ok  	./int	$$(( $$(date +%s) - start ))s"; else echo "FAIL	./int	$$(( $$(date +%s) - start ))s"; fi; \
 	wait $$answers || rc=1; exit $$rc
 
 # The robustness suite (int/robustness_test.go): SEEDS random seeds (or the
@@ -154,12 +178,21 @@ test-beta: ## Early warning, not part of `make test`: the version tests with spo
 	@$(MAKE) --no-print-directory test-versions SPOKE_VERSIONS="$$(hack/controlplane.sh --beta | tr '\n' ' ')"
 
 .PHONY: test-prereqs
-test-prereqs: build controlplane nodelink kubectl fuzz-build ## What the tests run, built before any starts: the binary, control planes, nodelink, kubectl, golangci-lint, the fuzzing and test binaries.
+test-prereqs: ## What the tests run, built before any starts: the binary, control planes, nodelink, kubectl, golangci-lint, every package's tests, the fuzzing and integration test binaries.
+	@# Side by side: none of these compiles a package another one does (the fuzzing binaries'
+	@# are instrumented; int-build waits for test-compile), and a link runs mostly on one core.
+	@$(MAKE) --no-print-directory -j4 --output-sync=target build controlplane nodelink kubectl lint-build fuzz-build int-build
+
+.PHONY: lint-build
+lint-build:
 	@hack/lint.sh --build
-	@# Compiles every test binary (the build cache keeps them) and runs none: `go test`
-	@# then starts at once, instead of compiling beside the tests that already run.
-	$(GO) test -count=1 -run '^$$' $$($(GO) list ./... | grep -v '/int$$') >/dev/null
-	$(GO) test -c -o /dev/null ./int
+
+.PHONY: test-compile
+test-compile:
+	@# Every package's tests, compiled without linking them (the build cache keeps what it
+	@# compiles): `go test` then links and starts at once, instead of compiling beside the
+	@# tests that already run.
+	$(GO) list -export -test -deps ./... >/dev/null
 
 .PHONY: test
 test: ## Everything: verify, unit, fuzz, integration, at once (each one's output together, as it ends), once what they run is built.
@@ -169,7 +202,7 @@ test: ## Everything: verify, unit, fuzz, integration, at once (each one's output
 	@# integration tests leave the CPU part idle while their last tests wait on timers.
 	@# Every fuzz target still runs its FUZZTIME executions; only the wall time is shared.
 	@$(MAKE) --no-print-directory test-prereqs
-	@$(MAKE) --no-print-directory -j4 --output-sync=target verify test-unit fuzz test-int
+	@$(MAKE) --no-print-directory -j4 --output-sync=target BUILT=1 verify test-unit fuzz test-int
 
 # The spokes' Kubernetes minors in turn for `make fleet` and `make demo`, e.g.
 # FLEET_VERSIONS=1.29,1.33,1.37 (each built once by hack/controlplane.sh);

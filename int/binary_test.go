@@ -54,9 +54,17 @@ func goBuild(out, pkg string) ([]byte, error) {
 
 // controllerBinary builds cmd/hub-controller once per test process, as it
 // ships (goBuild; TestBenchPipeline builds hack/bench so too, and the two
-// share their packages in the build cache).
+// share their packages in the build cache), or returns
+// $HUB_NODE_METADATA_BINARY: the binary `make build` just built, which
+// `make test-int` passes so that it is not linked twice.
 func controllerBinary(t *testing.T) string {
 	return controllerBin.get(t, func() (string, error) {
+		if path := os.Getenv("HUB_NODE_METADATA_BINARY"); path != "" {
+			if _, err := os.Stat(path); err != nil {
+				return "", fmt.Errorf("HUB_NODE_METADATA_BINARY: %w", err)
+			}
+			return path, nil
+		}
 		dir, err := os.MkdirTemp("", "hub-controller-bin-")
 		if err != nil {
 			return "", err
