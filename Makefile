@@ -140,8 +140,8 @@ test-int: $(if $(BUILT),,build controlplane nodelink kubectl int-build) ## Integ
 	@# made (HUB_NODE_METADATA_BINARY), as `go test` runs a test binary: in its package's folder.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(GO) test -count=1 -timeout 5m -run '^TestDecodersOnRealAnswers$$' ./pkg/remote/spokecache & answers=$$!; \
 	start=$$(date +%s); \
-	(cd int && KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(KUBECTLS) HUB_NODE_METADATA_BINARY="$(CURDIR)/bin/hub-controller" \
-	  $(CURDIR)/$(INT_TEST) -test.count=1 -test.timeout=40m -test.parallel=$(INT_PARALLEL) -test.paniconexit0); rc=$$?; \
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(VERSION_ASSETS) $(KUBECTLS) HUB_NODE_METADATA_BINARY="$(CURDIR)/bin/hub-controller" \
+	  env -C int $(CURDIR)/$(INT_TEST) -test.count=1 -test.timeout=40m -test.parallel=$(INT_PARALLEL) -test.paniconexit0; rc=$$?; \
 	if [ $$rc = 0 ]; then echo "ok  	./int	$$(( $$(date +%s) - start ))s"; else echo "FAIL	./int	$$(( $$(date +%s) - start ))s"; fi; \
 	wait $$answers || rc=1; exit $$rc
 
