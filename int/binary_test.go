@@ -131,8 +131,8 @@ func startBinary(t *testing.T, kubeconfig string, extra ...string) *controllerPr
 	args := append([]string{"run", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
 		"--resync-period", "1h", "--spoke-probe-interval", "1s", "--spoke-secret-recheck", "1s"}, extra...)
-	if shard, ok := testShard(t); ok && !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--shard-count") }) {
-		args = append(args, "--shard-count", fmt.Sprint(sharedShards), "--shard-index", fmt.Sprint(shard))
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--shard-count") }) {
+		args = append(args, shardFlags(t)...)
 	}
 	p := &controllerProcess{log: &bytes.Buffer{}, mu: &gosync.Mutex{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
 	p.cmd = exec.Command(controllerBinary(t), args...)
@@ -189,10 +189,21 @@ func (p *controllerProcess) scrape() (string, error) {
 	return b.String(), err
 }
 
-// driftRows runs `hub-controller drift -o json` against the fleet's hub.
+// shardFlags confine the binary, `run` or `drift`, to the test's shard of the
+// shared hub; none for a test on a hub of its own.
+func shardFlags(t *testing.T) []string {
+	if shard, ok := testShard(t); ok {
+		return []string{"--shard-count", fmt.Sprint(sharedShards), "--shard-index", fmt.Sprint(shard)}
+	}
+	return nil
+}
+
+// driftRows runs `hub-controller drift -o json` against the fleet's hub, on
+// the test's clusters.
 func driftRows(t *testing.T, ctx context.Context, f *localfleet.Fleet) []fleet.DriftRow {
 	t.Helper()
-	out, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath, "-o", "json").Output()
+	args := append([]string{"drift", "--kubeconfig", f.Hub.KubeconfigPath, "-o", "json"}, shardFlags(t)...)
+	out, err := exec.CommandContext(ctx, controllerBinary(t), args...).Output()
 	if err != nil {
 		t.Fatalf("drift: %v", err)
 	}
@@ -206,7 +217,7 @@ func driftRows(t *testing.T, ctx context.Context, f *localfleet.Fleet) []fleet.D
 func TestDriftCommand(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 4*time.Minute)
-	f := startOwnFleet(t, ctx, 2)
+	f := startFleet(t, ctx, 2)
 	for _, s := range f.Spokes() {
 		addInfraPool(t, ctx, s, 2)
 	}
@@ -229,7 +240,7 @@ func TestDriftCommand(t *testing.T) {
 			}
 		}
 	}
-	table, err := exec.CommandContext(ctx, controllerBinary(t), "drift", "--kubeconfig", f.Hub.KubeconfigPath).Output()
+	table, err := exec.CommandContext(ctx, controllerBinary(t), append([]string{"drift", "--kubeconfig", f.Hub.KubeconfigPath}, shardFlags(t)...)...).Output()
 	if err != nil || !strings.Contains(string(table), "CLUSTER") || !strings.Contains(string(table), "Drifted") {
 		t.Errorf("drift table: %v\n%s", err, table)
 	}

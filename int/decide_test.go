@@ -15,7 +15,6 @@ import (
 	"github.com/openshift/hub-node-metadata/api/v1alpha1"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
-	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
 // On one fleet state, the drift report, a dry-run controller's statuses and
@@ -24,7 +23,7 @@ import (
 func TestDriftDryRunAndControllerAgree(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 5*time.Minute)
-	f := startOwnFleet(t, ctx, 3)
+	f := startFleet(t, ctx, 3)
 	hub := f.Hub.Client
 	drifted, mixed, paused := f.Spokes()[0], f.Spokes()[1], f.Spokes()[2]
 	for _, s := range f.Spokes() {
@@ -67,7 +66,8 @@ func TestDriftDryRunAndControllerAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rows, err := fleet.DriftReport(ctx, hub, hub, remote.Options{}, 4)
+	shard, _ := testShard(t)
+	rows, err := fleet.DriftReport(ctx, hub, hub, fleet.Options{ShardCount: sharedShards, ShardIndex: shard}, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

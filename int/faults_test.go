@@ -189,7 +189,7 @@ func generation(ctx context.Context, t *testing.T, f *localfleet.Fleet, s *local
 func TestFaultWriterKeepsRemovingPoolLabel(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 4*time.Minute)
-	f := startOwnFleet(t, ctx, 1)
+	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addInfraPool(t, ctx, s, 3)
 	opts := testOptions()

@@ -227,7 +227,7 @@ func hasRolloutEvents(ctx context.Context, f *localfleet.Fleet, s *localfleet.Sp
 func TestNoExecutePacedRollout(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 5*time.Minute)
-	f := startOwnFleet(t, ctx, 1)
+	f := startFleet(t, ctx, 1)
 	s := f.Spokes()[0]
 	addPacedPool(t, ctx, s)
 	startInSync(t, ctx, f, testOptions(), s)

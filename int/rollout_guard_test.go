@@ -66,7 +66,7 @@ func firstWriteAfter(t *testing.T, ctx context.Context, s *localfleet.Spoke, ski
 func TestNoExecuteRolloutGuards(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, 4*time.Minute)
-	f := startOwnFleet(t, ctx, 2)
+	f := startFleet(t, ctx, 2)
 	sick, windowed := f.Spokes()[0], f.Spokes()[1]
 	const interval = 2 * time.Second
 	addGuardedPool(t, ctx, sick, 6, interval)

@@ -26,6 +26,7 @@ func drift(args []string) error {
 	rc.BindHubFlags(fs)
 	o := &rc.Options
 	fleet.BindRemoteFlags(fs, &o.Remote)
+	fleet.BindShardFlags(fs, o)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func drift(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	rows, err := fleet.DriftReport(ctx, hub, hub, o.Remote, *concurrency)
+	rows, err := fleet.DriftReport(ctx, hub, hub, *o, *concurrency)
 	if err != nil {
 		return err
 	}

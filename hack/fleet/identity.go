@@ -11,7 +11,6 @@ import (
 	hub "github.com/openshift/hub-node-metadata/config/hub"
 	"github.com/openshift/hub-node-metadata/internal/localfleet"
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
-	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
 
 // controllerIdentity installs config/hub's ServiceAccount and RBAC on the
@@ -33,7 +32,7 @@ func controllerIdentity(ctx context.Context, f *localfleet.Fleet) (*rest.Config,
 
 // printDrift prints what `hub-controller drift --kubeconfig <hub>` prints.
 func printDrift(ctx context.Context, f *localfleet.Fleet) error {
-	rows, err := fleet.DriftReport(ctx, f.Hub.Client, f.Hub.Client, remote.Options{}, 10)
+	rows, err := fleet.DriftReport(ctx, f.Hub.Client, f.Hub.Client, fleet.Options{}, 10)
 	if err != nil {
 		return err
 	}

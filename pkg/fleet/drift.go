@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -45,8 +46,12 @@ type DriftRow struct {
 // each eligible spoke once (live, through remote.DialReader) and plans, for
 // every pool, what the controller would write. It writes nothing anywhere.
 // secrets must be an uncached reader. At most concurrency spokes are read
-// at once.
-func DriftReport(ctx context.Context, hub, secrets client.Reader, opts remote.Options, concurrency int) ([]DriftRow, error) {
+// at once. Only the clusters of o's shard are read (o.InShard; every one
+// when o sets no shards), and each spoke with o.Remote.
+func DriftReport(ctx context.Context, hub, secrets client.Reader, o Options, concurrency int) ([]DriftRow, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	cds := &hivev1.ClusterDeploymentList{}
 	if err := hub.List(ctx, cds); err != nil {
 		return nil, fmt.Errorf("list ClusterDeployments: %w", err)
@@ -61,8 +66,9 @@ func DriftReport(ctx context.Context, hub, secrets client.Reader, opts remote.Op
 		byCluster[k] = append(byCluster[k], mp)
 	}
 	dial := func(ctx context.Context, cd *hivev1.ClusterDeployment) (client.Reader, func(), error) {
-		return remote.DialReader(ctx, secrets, cd, opts)
+		return remote.DialReader(ctx, secrets, cd, o.Remote)
 	}
+	cds.Items = slices.DeleteFunc(cds.Items, func(cd hivev1.ClusterDeployment) bool { return !o.InShard(cd.Namespace, cd.Name) })
 	rows := make([][]DriftRow, len(cds.Items))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,7 +13,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	hivev1 "github.com/openshift/hive/apis/hive/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/openshift/hub-node-metadata/pkg/remote"
 )
@@ -80,5 +85,53 @@ func TestWriteDrift(t *testing.T) {
 	}
 	if err := WriteDrift(&js, rows, "yaml"); err == nil {
 		t.Errorf("an unknown output is not refused")
+	}
+}
+
+// The drift report reads its shard's clusters alone, as that shard's controller
+// does, and refuses a shard outside the count.
+func TestDriftReportReadsItsShardAlone(t *testing.T) {
+	ctx := context.Background()
+	var objs []client.Object
+	for i := range 12 {
+		ns := fmt.Sprintf("ns-%d", i)
+		// Paused: the report plans nothing and dials no spoke.
+		objs = append(objs, &hivev1.ClusterDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c",
+			Annotations: map[string]string{nmsync.AnnotationPaused: "true"}}},
+			&hivev1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c-workers"},
+				Spec: hivev1.MachinePoolSpec{ClusterDeploymentRef: corev1.LocalObjectReference{Name: "c"}, Name: "workers"}})
+	}
+	hub := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).Build()
+	seen := map[string]bool{}
+	for _, o := range []Options{{}, {ShardCount: 3, ShardIndex: 0}, {ShardCount: 3, ShardIndex: 1}, {ShardCount: 3, ShardIndex: 2}} {
+		rows, err := DriftReport(ctx, hub, hub, o, 2)
+		if err != nil {
+			t.Fatalf("%d/%d: %v", o.ShardIndex, o.ShardCount, err)
+		}
+		var want, got []string
+		for i := range 12 {
+			if ns := fmt.Sprintf("ns-%d", i); o.InShard(ns, "c") {
+				want = append(want, ns+"/c")
+			}
+		}
+		for _, r := range rows {
+			got = append(got, r.Cluster)
+			if o.ShardCount > 1 {
+				seen[r.Cluster] = true
+			}
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("shard %d of %d: rows for %v, want %v", o.ShardIndex, o.ShardCount, got, want)
+		}
+		if o.ShardCount == 0 && len(got) != 12 {
+			t.Errorf("no shard set: %d clusters, want all 12", len(got))
+		}
+	}
+	if len(seen) != 12 {
+		t.Errorf("the three shards together report %d clusters, want 12", len(seen))
+	}
+	if _, err := DriftReport(ctx, hub, hub, Options{ShardCount: 3, ShardIndex: 3}, 2); err == nil || !strings.Contains(err.Error(), "--shard-index=3") {
+		t.Errorf("shard 3 of 3: %v, want it refused", err)
 	}
 }

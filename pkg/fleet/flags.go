@@ -57,8 +57,7 @@ func (c *RunConfig) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DryRun, "dry-run", false, "observe and report drift; write nothing to spokes")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", DefaultResyncPeriod, "safety-net resync of every cluster (jittered ±10%)")
 	fs.DurationVar(&o.SyncTimeout, "sync-timeout", DefaultSyncTimeout, "upper bound of one cluster's sync")
-	fs.IntVar(&o.ShardCount, "shard-count", 1, "number of shards clusters are split into")
-	fs.IntVar(&o.ShardIndex, "shard-index", 0, "this replica's shard, 0..shard-count-1")
+	BindShardFlags(fs, o)
 	fs.IntVar(&o.ContestedThreshold, "contested-threshold", DefaultContestedThreshold, "patches of one object within --contested-window that mark it contested (-1 disables)")
 	fs.DurationVar(&o.ContestedWindow, "contested-window", DefaultContestedWindow, "window of contest detection, and how long a contested object is left alone")
 	fs.DurationVar(&o.RetryBase, "retry-base", 0, fmt.Sprintf("retry of a cluster whose writes partly failed transiently (timeouts, 5xx, 429), and first retry of one whose spoke could not be read, doubling per failed retry (default %s, or --retry-cap if shorter)", DefaultRetryBase))
@@ -86,6 +85,13 @@ func (c *RunConfig) ApplyHub(cfg *rest.Config) {
 }
 
 // BindRemoteFlags registers the spoke connection flags.
+// BindShardFlags registers --shard-count and --shard-index, which both the
+// controller and the drift report take.
+func BindShardFlags(fs *flag.FlagSet, o *Options) {
+	fs.IntVar(&o.ShardCount, "shard-count", 1, "number of shards clusters are split into")
+	fs.IntVar(&o.ShardIndex, "shard-index", 0, "this replica's shard, 0..shard-count-1")
+}
+
 func BindRemoteFlags(fs *flag.FlagSet, o *remote.Options) {
 	o.QPS = remote.DefaultQPS
 	fs.Func("spoke-qps", fmt.Sprintf("queries per second per spoke (default %d)", remote.DefaultQPS), func(s string) error {
