@@ -47,7 +47,7 @@ func TestBenchPipeline(t *testing.T) {
 	cfg.StartProfile = 3 * time.Second
 	cfg.ControllerCommand = []string{bin, "controller"}
 	cfg.OutDir = t.TempDir()
-	cfg.ControlPlaneGOGC = controlPlaneGOGC
+	cfg.ControlPlaneGOGC, cfg.ControlPlaneGOMAXPROCS = controlPlaneGOGC, controlPlaneGOMAXPROCS
 	if os.Getenv("TEST_VERBOSE_LOG") != "" {
 		cfg.Log = os.Stderr
 	}

@@ -16,11 +16,15 @@ import (
 	"github.com/openshift/hub-node-metadata/pkg/fleet"
 )
 
-// controlPlaneGOGC is the GOGC of every test fleet's etcd and API servers: the
-// integration tests start about 100 API servers and 15 etcds, whose starts are
-// most of their CPU, and at 400 each start takes about 15 % less of it
+// controlPlaneGOGC and controlPlaneGOMAXPROCS are the Go runtime settings of
+// every test fleet's etcd and API servers, which are most of the integration
+// tests' CPU: at GOGC 400 an API server starts on about 15 % less of it, and at
+// GOMAXPROCS 1 the tests' control planes take about a fifth less in all
 // (docs/tests.md).
-const controlPlaneGOGC = "400"
+const (
+	controlPlaneGOGC       = "400"
+	controlPlaneGOMAXPROCS = 1
+)
 
 // testContext is the test's context, t.Context(), with a deadline: done when
 // the timeout passes or the test ends, before its cleanups run (a cleanup
@@ -95,7 +99,7 @@ var shared struct {
 func sharedHub(t *testing.T) *localfleet.Fleet {
 	t.Helper()
 	shared.once.Do(func() {
-		opts := localfleet.Options{ControlPlaneGOGC: controlPlaneGOGC}
+		opts := localfleet.Options{ControlPlaneGOGC: controlPlaneGOGC, ControlPlaneGOMAXPROCS: controlPlaneGOMAXPROCS}
 		if os.Getenv("LOCALFLEET_LOG") != "" {
 			opts.Log = os.Stderr
 		}
@@ -176,7 +180,7 @@ func testShard(t *testing.T) (int, bool) {
 // may be nil).
 func startOwnFleetWith(t *testing.T, ctx context.Context, n int, mutate func(*localfleet.Options)) *localfleet.Fleet {
 	t.Helper()
-	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir(), ControlPlaneGOGC: controlPlaneGOGC}
+	opts := localfleet.Options{Spokes: n, Audit: true, Dir: t.TempDir(), ControlPlaneGOGC: controlPlaneGOGC, ControlPlaneGOMAXPROCS: controlPlaneGOMAXPROCS}
 	if mutate != nil {
 		mutate(&opts)
 	}

@@ -155,6 +155,9 @@ type Config struct {
 	// (localfleet.Options.ControlPlaneGOGC): empty, they run as they ship. Set, the report notes it, since the spokes
 	// share the machine with the controller it measures.
 	ControlPlaneGOGC string
+	// ControlPlaneGOMAXPROCS is their GOMAXPROCS (localfleet.Options.ControlPlaneGOMAXPROCS):
+	// 0, as they ship. Set, the report notes it.
+	ControlPlaneGOMAXPROCS int
 }
 
 // DefaultConfig is what `make bench` runs.

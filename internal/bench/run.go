@@ -115,7 +115,11 @@ func (b *bench) main(ctx context.Context) error {
 	if cfg.ControlPlaneGOGC != "" {
 		b.rep.note("override: etcd and the API servers ran with GOGC=%s (less CPU to start, more memory); make bench runs them as they ship", cfg.ControlPlaneGOGC)
 	}
-	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: cfg.Spokes, Audit: true, HubAuditUsers: []string{ctrlHubUser}, Log: cfg.FleetLog, ControlPlaneGOGC: cfg.ControlPlaneGOGC})
+	if cfg.ControlPlaneGOMAXPROCS > 0 {
+		b.rep.note("override: etcd and the API servers ran with GOMAXPROCS=%d (less CPU, one thread of Go code each); make bench runs them as they ship", cfg.ControlPlaneGOMAXPROCS)
+	}
+	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: cfg.Spokes, Audit: true, HubAuditUsers: []string{ctrlHubUser}, Log: cfg.FleetLog,
+		ControlPlaneGOGC: cfg.ControlPlaneGOGC, ControlPlaneGOMAXPROCS: cfg.ControlPlaneGOMAXPROCS})
 	if err != nil {
 		return fmt.Errorf("start fleet: %w", err)
 	}

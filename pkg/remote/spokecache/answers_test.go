@@ -50,7 +50,7 @@ func TestDecodersOnRealAnswers(t *testing.T) {
 	versions := strings.Fields(string(out))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel) // after the parallel subtests, which run once this function returns
-	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: len(versions), SpokeVersions: versions, Dir: t.TempDir(), ControlPlaneGOGC: "400"})
+	f, err := localfleet.Start(ctx, localfleet.Options{Spokes: len(versions), SpokeVersions: versions, Dir: t.TempDir(), ControlPlaneGOGC: "400", ControlPlaneGOMAXPROCS: 1})
 	if err != nil {
 		t.Fatalf("start a spoke of each version %v: %v", versions, err)
 	}
