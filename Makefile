@@ -115,13 +115,13 @@ fuzz: $(if $(BUILT),,fuzz-build) ## Run each fuzz target for FUZZTIME (default 5
 	  rm -rf $$cachedir; \
 	done
 
-# The tests build the binary as it ships (without cgo) and run it; `build`
-# compiles its packages that way first, outside any test's deadline.
+# The integration tests run the binary `build` made, as it ships (without cgo),
+# built outside any test's deadline; `go test ./int` alone builds it the same way.
 #
-# Integration tests run INT_PARALLEL at a time: each starts its own hub and
-# spokes and spends most of its time waiting on them (a sequential run keeps
-# about a third of one core busy, 4 at a time under two thirds of two), so 6
-# run at a time on 2 cores.
+# Integration tests run INT_PARALLEL at a time: each starts spokes of its own
+# (most on one shared hub) and spends most of its time waiting on them and on
+# timers, so 6 run at a time on 2 cores; 8 left the pacing tests' timers
+# starved while the other parts of `make test` ran beside them (docs/tests.md).
 INT_PARALLEL ?= 6
 
 # The integration tests, compiled (int-build) and run as a binary: `go test`
@@ -196,8 +196,8 @@ test-compile:
 
 .PHONY: test
 test: ## Everything: verify, unit, fuzz, integration, at once (each one's output together, as it ends), once what they run is built.
-	@# First what the tests run is built, one thing at a time: on a fresh machine that is most
-	@# of the CPU, and built beside the integration tests it would starve their timers. Then
+	@# First what the tests run is built (test-prereqs): on a fresh machine that is most of the
+	@# CPU, and built beside the integration tests it would starve their timers. Then
 	@# the four run at once: each is CPU-bound and needs nothing of the others, and the
 	@# integration tests leave the CPU part idle while their last tests wait on timers.
 	@# Every fuzz target still runs its FUZZTIME executions; only the wall time is shared.

@@ -192,8 +192,8 @@ func (p *controllerProcess) scrape() (string, error) {
 // shardFlags confine the binary, `run` or `drift`, to the test's shard of the
 // shared hub; none for a test on a hub of its own.
 func shardFlags(t *testing.T) []string {
-	if shard, ok := testShard(t); ok {
-		return []string{"--shard-count", fmt.Sprint(sharedShards), "--shard-index", fmt.Sprint(shard)}
+	if so := shardOptions(t); so.ShardCount > 0 {
+		return []string{"--shard-count", fmt.Sprint(so.ShardCount), "--shard-index", fmt.Sprint(so.ShardIndex)}
 	}
 	return nil
 }

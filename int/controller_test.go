@@ -59,8 +59,8 @@ func startController(t *testing.T, ctx context.Context, cfg *rest.Config, opts f
 // controller has stopped; the test must call it.
 func startStoppable(t *testing.T, ctx context.Context, cfg *rest.Config, opts fleet.Options) (*fleet.Reconciler, func()) {
 	t.Helper()
-	if shard, ok := testShard(t); ok && opts.ShardCount == 0 {
-		opts.ShardCount, opts.ShardIndex = sharedShards, shard
+	if so := shardOptions(t); opts.ShardCount == 0 {
+		opts.ShardCount, opts.ShardIndex = so.ShardCount, so.ShardIndex
 	}
 	mgr, r, err := fleet.NewManager(cfg, fleet.ManagerConfig{MetricsAddr: "0", ProbeAddr: "0"}, opts)
 	if err != nil {

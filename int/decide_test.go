@@ -66,8 +66,7 @@ func TestDriftDryRunAndControllerAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	shard, _ := testShard(t)
-	rows, err := fleet.DriftReport(ctx, hub, hub, fleet.Options{ShardCount: sharedShards, ShardIndex: shard}, 4)
+	rows, err := fleet.DriftReport(ctx, hub, hub, shardOptions(t), 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,10 +40,10 @@ func testContext(t *testing.T, timeout time.Duration) context.Context {
 // every controller it starts (startController, startBinary) runs as that
 // shard, so it never sees another test's clusters (one that creates a
 // ClusterDeployment of its own names it with nameInShard, and one that
-// installs a webhook or a policy on the hub scopes it to its namespaces). A
-// test that restarts or audits the hub, reads every cluster (drift), holds
-// Leases of its own names or installs hub manifests starts its own hub:
-// startOwnFleet.
+// installs a webhook or a policy on the hub scopes it to its namespaces; the
+// drift report reads that shard alone, shardFlags). A test that restarts or
+// audits the hub, holds Leases of its own names or installs hub manifests
+// starts its own hub: startOwnFleet.
 func startFleet(t *testing.T, ctx context.Context, n int) *localfleet.Fleet {
 	t.Helper()
 	return startFleetWith(t, ctx, n, nil)
@@ -157,6 +157,16 @@ func nameInShard(t *testing.T, namespace, prefix string) string {
 			return name
 		}
 	}
+}
+
+// shardOptions are the fleet.Options shard fields that keep a controller or
+// the drift report to the test's clusters on the shared hub; zero for a test
+// on a hub of its own.
+func shardOptions(t *testing.T) fleet.Options {
+	if shard, ok := testShard(t); ok {
+		return fleet.Options{ShardCount: sharedShards, ShardIndex: shard}
+	}
+	return fleet.Options{}
 }
 
 // testShard is the shard of the shared hub that t, or the test t is a

@@ -84,9 +84,9 @@ type Options struct {
 	// set it; empty, the control plane runs as it ships.
 	ControlPlaneGOGC string
 	// ControlPlaneGOMAXPROCS, when above 0, is the GOMAXPROCS of etcd and of every API
-	// server: at 1 each runs on one thread of Go code at a time, and dozens of them on a
-	// machine of 2 cores spend about a fifth less CPU (less scheduler spinning and
-	// parallel collection) for the same API. 0: as they ship, one per core.
+	// server: at 1 each runs one thread of Go code at a time, so that dozens of them on a
+	// small machine spend less CPU on their schedulers' spinning threads and parallel
+	// collection, for the same API (docs/tests.md measures it). 0: as they ship, one per core.
 	ControlPlaneGOMAXPROCS int
 	// SpokeNames, when set, says which spoke names the fleet may use: each spoke takes the
 	// next free number whose name ("spoke-7") it accepts. A Part uses it to put its clusters

@@ -17,12 +17,12 @@ import (
 //
 // A port the kernel picks (listening on port 0) and closes again before the
 // process binds it can meanwhile become the source port of any outgoing
-// connection, which the kernel takes from the same range: with the hundreds of
-// connections a minute of the integration tests, a controller failed once to
-// start with "bind: address already in use". Below that range the kernel
-// picks no port on its own; one drawn at random there is checked free with a
-// bind, and two processes drawing at once meet with a chance of about one in
-// ten thousand.
+// connection, which the kernel takes from the same range; the process then
+// fails with "bind: address already in use", and the more connections the
+// machine opens (the integration tests open hundreds a minute), the likelier.
+// Below that range the kernel picks no port on its own; one drawn at random
+// there is checked free with a bind, and two processes drawing at once meet
+// with a chance of about one in ten thousand.
 func FreePort() (int, error) {
 	lo, hi, ok := portRange()
 	if !ok {
@@ -30,9 +30,6 @@ func FreePort() (int, error) {
 	}
 	ports.Lock()
 	defer ports.Unlock()
-	if ports.given == nil {
-		ports.given = map[int]bool{}
-	}
 	for range 100 {
 		p := lo + rand.IntN(hi-lo)
 		if ports.given[p] {
@@ -62,10 +59,10 @@ func kernelPort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-var ports struct {
+var ports = struct {
 	sync.Mutex
-	given map[int]bool
-}
+	given map[int]bool // handed out by this process
+}{given: map[int]bool{}}
 
 // portRange is where FreePort draws from: the 12,000 ports below the kernel's
 // ephemeral range (net.ipv4.ip_local_port_range, 32768 to 60999 by default),
